@@ -1,0 +1,107 @@
+// Package fence is homelock's resource side: fencing tokens, the signed grant
+// that carries one to a resource, and the Guard that a protected resource uses
+// as its sole acceptance point (seed 000, applyFencedMutation).
+//
+// It owns:
+//
+//   - Token: (epoch, incarnation, counter), ordered lexicographically, with a
+//     24-byte big-endian encoding whose byte order is token order and a strict
+//     text form "e12.i3.c8842".
+//   - Grant (lockGrant.v1) and its canonical encoding; KeyRing, which signs
+//     grants with HMAC-SHA256 over the encoding's digest, verifies them with any
+//     key not retired, and refuses revoked issuer epochs.
+//   - Guard: per resource, in Pebble under a prefix, the lock domain, the
+//     highest fence accepted, the operation root for it, the last segment, and
+//     a receipt per accepted segment, all written in the business write's batch.
+//
+// A lease only grants permission to attempt a write: a paused owner still
+// believes it holds the lock. The resource decides, by refusing every token
+// lower than one it has accepted.
+//
+// # Using a Guard
+//
+// A store that protects a resource routes every write to it through Apply and
+// stages the business change inside it, so the change commits in the same
+// synced batch as the fence:
+//
+//	g, err := fence.NewGuard(db, ring, fence.GuardOptions{Prefix: []byte("\x00fence/"), Domain: clusterID})
+//	...
+//	rc, err := g.Apply(ctx, fence.Mutation{
+//		Signed:    grant,          // from the lock handle
+//		Resource:  "invoice-batch/2026-07-19",
+//		Owner:     callerNodeID,   // the authenticated caller, not read from the grant
+//		Operation: "settle",
+//		OpID:      "settle-7781",
+//		Segment:   1,
+//		Payload:   row,
+//	}, func(b *pebble.Batch) error {
+//		return b.Set([]byte("invoices/2026-07-19"), row, nil)
+//	})
+//	switch {
+//	case err == nil:                           // committed; rc is the receipt
+//	case errors.Is(err, fence.ErrStaleOwner):  // a newer owner wrote; stop
+//	}
+//
+// After a lost acknowledgement the writer asks Receipt(resource, opID) before
+// doing anything else; a long job writes segments 1, 2, 3... under one grant.
+//
+// Every new operation ID costs a lookup of a key that is not there (the
+// operation index, F7). Configure Bloom filters on every level of the Pebble
+// the Guard shares (Options.Levels[i].FilterPolicy = bloom.FilterPolicy(10)),
+// or that lookup reads a block of every sstable. The Guard remembers grants it
+// verified, by their exact bytes and key ring generation, so segments under
+// one grant pay for one MAC.
+//
+// # Acceptance rules
+//
+// In order; the first that fails refuses the mutation:
+//
+//  1. Bounds: every field and the payload within its bound (ErrTooLarge).
+//  2. Authenticity: the grant's MAC verifies under an active key and its issuer
+//     epoch is not revoked (ErrBadGrant, ErrRevoked).
+//  3. Binding: the grant names exactly the mutation's resource, owner and
+//     operation (ErrBadGrant).
+//  4. Domain: the grant comes from the resource's lock domain and scope; a
+//     Guard configured with a cluster domain refuses node-scope grants
+//     (ErrForeignDomain). After Migrate, the new domain's tokens must exceed
+//     the old highest fence (ErrMigrationPending).
+//  5. Fence: a token below the highest is ErrStaleOwner, or ErrFenceRegression
+//     if the resource has receipts under that very token from another grant. A
+//     token equal to the highest under another grant is ErrFenceRegression.
+//  6. Segment: a higher token must start at segment 1; an equal token must carry
+//     the next segment (ErrSegmentOrder). An already accepted segment resent
+//     with the same operation ID and payload returns its original receipt; with
+//     anything else it is quarantined (ErrQuarantined).
+//  7. Operation: an operation ID with a receipt is not accepted again
+//     (ErrDuplicateOp).
+//
+// # Regression versus stale owner
+//
+// Both are tokens the resource refuses; the distinction tells an operator
+// whether the lock service lost state. A Guard cannot know every token an
+// issuer minted, only the ones it accepted, so it calls a refusal a regression
+// only when it has proof: the same token accepted before under a different
+// grant (a different operation root). An issuer restored from an old snapshot
+// re-mints tokens it had issued; the first one that reaches a resource which
+// saw the original is caught. A token the Guard never saw is a plain stale
+// owner: a legitimate old grant arriving late looks exactly the same.
+//
+// # Invariants
+//
+//   - F1 tokens only grow: a resource's highest fence never decreases. Nothing
+//     resets it: not a refusal, not Bind, not Migrate, not a restart.
+//   - F2 a failed check changes nothing: a refused Apply writes no fence state,
+//     no receipt and no business data. The one record a refusal may write is
+//     the quarantine log entry of a conflicting segment, which no check reads.
+//   - F3 only authentic, bound grants are accepted: MAC under an active key,
+//     issuer epoch not revoked, resource, owner and operation equal.
+//   - F4 one resource, one lock domain: every accepted grant for a resource
+//     comes from its bound domain and scope; a migration continues above the
+//     highest fence.
+//   - F5 segments in order: a new fence starts at segment 1; an equal fence
+//     accepts only the next segment, under the same operation root.
+//   - F6 atomic with the business write: fence state, receipt and business
+//     change are in one synced batch; after a crash, all or none.
+//   - F7 at most once per operation: an operation ID has at most one receipt
+//     per resource, and a resend gets that receipt, never a second effect.
+package fence

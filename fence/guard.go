@@ -1,0 +1,481 @@
+package fence
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Payload bounds. The payload is what the Guard digests to recognise a replay;
+// the business write itself is staged by the caller.
+const (
+	// DefaultMaxPayload is GuardOptions.MaxPayload when it is zero.
+	DefaultMaxPayload = 1 << 20
+	// MaxPayloadLimit is the largest GuardOptions.MaxPayload allowed.
+	MaxPayloadLimit = 64 << 20
+	// DefaultMaxQuarantine is GuardOptions.MaxQuarantine when it is zero.
+	DefaultMaxQuarantine = 10000
+	// MaxPrefixLen bounds GuardOptions.Prefix.
+	MaxPrefixLen = 64
+
+	lockStripes = 64
+)
+
+// GuardOptions configures a Guard.
+type GuardOptions struct {
+	// Prefix is the key prefix of every record the Guard keeps; the node's
+	// Pebble holds other records beside them. Required. Business writes staged
+	// in Apply must not use it.
+	Prefix []byte
+	// Domain, if set, is the one cluster lock domain this Guard serves: every
+	// resource is bound to it and node-scope grants are refused (they carry no
+	// cluster guarantee). If empty, each resource is bound to the domain and
+	// scope of its first accepted grant or of Bind.
+	Domain string
+	// MaxPayload bounds Mutation.Payload; 0 means DefaultMaxPayload.
+	MaxPayload int
+	// MaxQuarantine bounds the quarantine log; 0 means DefaultMaxQuarantine.
+	// When it is full, conflicting segments are still refused but no longer
+	// recorded.
+	MaxQuarantine int
+}
+
+// Mutation is one fenced write as the resource receives it.
+type Mutation struct {
+	// Signed is the owner's signed lockGrant.v1.
+	Signed []byte
+	// Resource, Owner and Operation are what the caller claims; the grant must
+	// bind exactly these (F3). Owner is the caller's authenticated identity,
+	// not something read from the grant.
+	Resource  string
+	Owner     string
+	Operation string
+	// OpID names the operation for Receipt after a lost acknowledgement; it is
+	// unique per resource (F7).
+	OpID string
+	// Segment numbers the segments written under one grant from 1.
+	Segment uint64
+	// Payload identifies the write: a replay must carry the same bytes. The
+	// Guard stores only its SHA-256 (and the bytes of a quarantined conflict).
+	Payload []byte
+}
+
+// Receipt is the Guard's record of one accepted segment, written in the same
+// batch as the business change (F6).
+type Receipt struct {
+	Resource string
+	OpID     string
+	Token    Token
+	Segment  uint64
+	// Root is the operation root of the grant (Grant.Root).
+	Root [32]byte
+	// PayloadDigest is SHA-256 of the mutation's payload.
+	PayloadDigest [32]byte
+	// Seq is the mutation's position among all the resource accepted, from 1.
+	Seq uint64
+}
+
+// Guard is the sole acceptance point of protected resources: it accepts a
+// fenced mutation only if its grant is authentic, binds the mutation, comes
+// from the resource's lock domain and carries the right fence and segment,
+// and commits its records in the same synced Pebble batch as the business
+// change. See the package documentation for the rules and invariants.
+//
+// Safe for concurrent use; mutations of one resource are serialised. The
+// Guard does not own db and must not be used after db is closed.
+type Guard struct {
+	db         *pebble.DB
+	keys       *KeyRing
+	prefix     []byte
+	domain     string
+	maxPayload int
+	maxQuar    int
+
+	seed    maphash.Seed
+	stripes [lockStripes]chan struct{}
+	// quarCount is the number of quarantine records, bounded by maxQuar.
+	quarCount atomic.Int64
+	verified  verifiedCache
+}
+
+// NewGuard returns a Guard over db that verifies grants with keys.
+func NewGuard(db *pebble.DB, keys *KeyRing, opts GuardOptions) (*Guard, error) {
+	switch {
+	case db == nil:
+		return nil, errors.New("fence: NewGuard: nil db")
+	case keys == nil:
+		return nil, errors.New("fence: NewGuard: nil key ring")
+	case len(opts.Prefix) == 0 || len(opts.Prefix) > MaxPrefixLen:
+		return nil, fmt.Errorf("fence: NewGuard: Prefix has %d bytes, want 1 to %d", len(opts.Prefix), MaxPrefixLen)
+	case len(opts.Domain) > MaxNameLen:
+		return nil, fmt.Errorf("%w: NewGuard: Domain has %d bytes, max %d", ErrTooLarge, len(opts.Domain), MaxNameLen)
+	case opts.MaxPayload < 0 || opts.MaxPayload > MaxPayloadLimit:
+		return nil, fmt.Errorf("fence: NewGuard: MaxPayload (%d) must be 0 to %d", opts.MaxPayload, MaxPayloadLimit)
+	case opts.MaxQuarantine < 0:
+		return nil, fmt.Errorf("fence: NewGuard: MaxQuarantine (%d) must not be negative", opts.MaxQuarantine)
+	}
+	g := &Guard{
+		db:         db,
+		keys:       keys,
+		prefix:     append([]byte(nil), opts.Prefix...),
+		domain:     opts.Domain,
+		maxPayload: opts.MaxPayload,
+		maxQuar:    opts.MaxQuarantine,
+		seed:       maphash.MakeSeed(),
+	}
+	if g.maxPayload == 0 {
+		g.maxPayload = DefaultMaxPayload
+	}
+	if g.maxQuar == 0 {
+		g.maxQuar = DefaultMaxQuarantine
+	}
+	for i := range g.stripes {
+		g.stripes[i] = make(chan struct{}, 1)
+	}
+	n, err := g.countQuarantined()
+	if err != nil {
+		return nil, err
+	}
+	g.quarCount.Store(n)
+	return g, nil
+}
+
+// lock serialises everything that reads and writes one resource's fence. A
+// stripe is a channel so that waiting honours ctx.
+func (g *Guard) lock(ctx context.Context, res string) (unlock func(), err error) {
+	ch := g.stripes[maphash.String(g.seed, res)%lockStripes]
+	select {
+	case ch <- struct{}{}:
+		return func() { <-ch }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("fence: resource %q: %w", res, context.Cause(ctx))
+	}
+}
+
+func (g *Guard) checkMutation(m *Mutation) error {
+	for _, f := range [...]struct {
+		name, v string
+		max     int
+	}{
+		{"resource", m.Resource, MaxResourceLen},
+		{"owner", m.Owner, MaxNameLen},
+		{"operation", m.Operation, MaxNameLen},
+		{"operation ID", m.OpID, MaxNameLen},
+	} {
+		if len(f.v) > f.max {
+			return fmt.Errorf("%w: mutation %s has %d bytes, max %d", ErrTooLarge, f.name, len(f.v), f.max)
+		}
+		if f.v == "" {
+			return fmt.Errorf("%w: mutation %s is empty", ErrBadMutation, f.name)
+		}
+	}
+	if m.Segment == 0 {
+		return fmt.Errorf("%w: resource %q: segments number from 1", ErrBadMutation, m.Resource)
+	}
+	if len(m.Payload) > g.maxPayload {
+		return fmt.Errorf("%w: resource %q: payload has %d bytes, max %d", ErrTooLarge, m.Resource, len(m.Payload), g.maxPayload)
+	}
+	return nil
+}
+
+// Apply accepts or refuses one fenced mutation. If every check passes, it
+// calls stage with a fresh batch so the caller can add its business writes,
+// adds the fence state, the receipt and the operation index to the same batch
+// and commits it synced: the business change and the fence move together or
+// not at all (F6). If a check fails, stage is not called and nothing is
+// written (F2), except that a conflicting resend of an accepted segment is
+// recorded in the quarantine log.
+//
+// A resend of an accepted segment (same token, segment, operation ID and
+// payload) under the current fence returns the original receipt, a nil
+// error, and does not call stage.
+//
+// stage runs with the resource's lock held; it must not call back into the
+// Guard for the same resource, and must not write under the Guard's prefix.
+// An error from stage aborts the mutation and is returned wrapped. stage may
+// be nil for a fence-only write.
+func (g *Guard) Apply(ctx context.Context, m Mutation, stage func(b *pebble.Batch) error) (Receipt, error) {
+	if err := g.checkMutation(&m); err != nil {
+		return Receipt{}, err
+	}
+	gr, root, err := g.verified.verify(g.keys, m.Signed)
+	if err != nil {
+		return Receipt{}, fmt.Errorf("%w: resource %q", err, m.Resource)
+	}
+	// F3: the proof must be for this resource, this caller and this kind of
+	// operation; a valid grant for another resource is a replay.
+	switch {
+	case gr.Resource != m.Resource:
+		return Receipt{}, fmt.Errorf("%w: grant for resource %q presented for resource %q token %s", ErrBadGrant, gr.Resource, m.Resource, gr.Token)
+	case gr.Owner != m.Owner:
+		return Receipt{}, fmt.Errorf("%w: grant for owner %q presented by %q: resource %q token %s", ErrBadGrant, gr.Owner, m.Owner, m.Resource, gr.Token)
+	case gr.Operation != m.Operation:
+		return Receipt{}, fmt.Errorf("%w: grant for operation %q presented for %q: resource %q token %s", ErrBadGrant, gr.Operation, m.Operation, m.Resource, gr.Token)
+	}
+	if gr.Scope == ScopeNode && g.domain != "" {
+		return Receipt{}, fmt.Errorf("%w: node-scope grant has no cluster guarantee, guard serves cluster domain %q: resource %q token %s", ErrForeignDomain, g.domain, m.Resource, gr.Token)
+	}
+	digest := sha256.Sum256(m.Payload)
+
+	unlock, err := g.lock(ctx, m.Resource)
+	if err != nil {
+		return Receipt{}, err
+	}
+	defer unlock()
+
+	st, found, err := g.loadState(m.Resource)
+	if err != nil {
+		return Receipt{}, err
+	}
+	if rc, replay, err := g.check(&st, found, &gr, root, &m, digest); err != nil || replay {
+		return rc, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Receipt{}, fmt.Errorf("fence: resource %q token %s: %w", m.Resource, gr.Token, context.Cause(ctx))
+	}
+
+	if !found {
+		st.Domain, st.Scope = gr.Domain, gr.Scope
+	}
+	if gr.Token != st.Highest {
+		st.Highest, st.Root = gr.Token, root
+	}
+	st.LastSegment = m.Segment
+	st.Accepted++
+	st.MigratedFrom = ""
+	rc := Receipt{
+		Resource:      m.Resource,
+		OpID:          m.OpID,
+		Token:         gr.Token,
+		Segment:       m.Segment,
+		Root:          root,
+		PayloadDigest: digest,
+		Seq:           st.Accepted,
+	}
+
+	b := g.db.NewBatch()
+	defer b.Close()
+	if stage != nil {
+		if err := stage(b); err != nil {
+			return Receipt{}, fmt.Errorf("fence: stage for resource %q token %s: %w", m.Resource, gr.Token, err)
+		}
+	}
+	if err := errors.Join(
+		b.Set(g.stateKey(m.Resource), st.encode(), nil),
+		b.Set(g.receiptKey(m.Resource, gr.Token, m.Segment), rc.encode(), nil),
+		b.Set(g.opKey(m.Resource, m.OpID), encodeOpRef(gr.Token, m.Segment), nil),
+	); err != nil {
+		return Receipt{}, fmt.Errorf("fence: resource %q token %s: %w", m.Resource, gr.Token, err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return Receipt{}, fmt.Errorf("fence: commit resource %q token %s: %w", m.Resource, gr.Token, err)
+	}
+	return rc, nil
+}
+
+// check applies the acceptance rules to an authenticated grant. It returns
+// replay=true with the original receipt for an exact resend, an error for a
+// refusal, and neither to accept. It writes nothing, except the quarantine
+// record of a conflicting resend.
+func (g *Guard) check(st *resourceState, found bool, gr *Grant, root [32]byte, m *Mutation, digest [32]byte) (Receipt, bool, error) {
+	res, tok := m.Resource, gr.Token
+	// F4: one resource, one lock domain. Tokens of two domains have no order
+	// between them, so a foreign grant is refused before any comparison.
+	if !found {
+		if g.domain != "" && gr.Domain != g.domain {
+			return Receipt{}, false, fmt.Errorf("%w: grant from domain %q, guard serves %q: resource %q token %s", ErrForeignDomain, gr.Domain, g.domain, res, tok)
+		}
+	} else {
+		switch {
+		case gr.Domain != st.Domain && st.MigratedFrom == gr.Domain:
+			return Receipt{}, false, fmt.Errorf("%w: resource %q migrated from domain %q to %q: token %s", ErrForeignDomain, res, st.MigratedFrom, st.Domain, tok)
+		case gr.Domain != st.Domain:
+			return Receipt{}, false, fmt.Errorf("%w: grant from domain %q, resource bound to %q: resource %q token %s", ErrForeignDomain, gr.Domain, st.Domain, res, tok)
+		case gr.Scope != st.Scope:
+			return Receipt{}, false, fmt.Errorf("%w: %s-scope grant for %s-scope resource %q token %s", ErrForeignDomain, gr.Scope, st.Scope, res, tok)
+		}
+	}
+
+	c := tok.Compare(st.Highest)
+	if c <= 0 && st.MigratedFrom != "" {
+		return Receipt{}, false, fmt.Errorf("%w: resource %q token %s: domain %q must issue tokens above %s, the highest fence of domain %q; writes pause until it does",
+			ErrMigrationPending, res, tok, st.Domain, st.Highest, st.MigratedFrom)
+	}
+	switch {
+	case c < 0:
+		// A token below the highest is refused either way (F1); the question
+		// is only which error. Every receipt under one token shares one root
+		// (F5), so if the resource accepted this token under another grant,
+		// the issuer minted it twice: it regressed.
+		other, err := g.rootUnder(res, tok)
+		if err != nil {
+			return Receipt{}, false, err
+		}
+		if other != nil && *other != root {
+			return Receipt{}, false, fmt.Errorf("%w: resource %q token %s was accepted under another grant; highest %s", ErrFenceRegression, res, tok, st.Highest)
+		}
+		return Receipt{}, false, fmt.Errorf("%w: resource %q token %s below highest %s", ErrStaleOwner, res, tok, st.Highest)
+
+	case c == 0:
+		if root != st.Root {
+			return Receipt{}, false, fmt.Errorf("%w: resource %q token %s: the highest fence was accepted under another grant", ErrFenceRegression, res, tok)
+		}
+		if m.Segment <= st.LastSegment {
+			return g.replay(st, m, tok, digest, root)
+		}
+		if m.Segment != st.LastSegment+1 {
+			return Receipt{}, false, fmt.Errorf("%w: resource %q token %s segment %d, want %d", ErrSegmentOrder, res, tok, m.Segment, st.LastSegment+1)
+		}
+
+	default:
+		if m.Segment != 1 {
+			return Receipt{}, false, fmt.Errorf("%w: resource %q token %s is a new fence and must start at segment 1, got %d", ErrSegmentOrder, res, tok, m.Segment)
+		}
+	}
+
+	// F7: an operation has at most one receipt. Resending it under a new
+	// fence would apply it twice; the caller must ask Receipt instead.
+	if prev, seg, ok, err := g.opRef(res, m.OpID); err != nil {
+		return Receipt{}, false, err
+	} else if ok {
+		return Receipt{}, false, fmt.Errorf("%w: resource %q token %s: operation %q has a receipt under token %s segment %d", ErrDuplicateOp, res, tok, m.OpID, prev, seg)
+	}
+	return Receipt{}, false, nil
+}
+
+// replay answers a resend of an accepted segment under the current fence.
+func (g *Guard) replay(st *resourceState, m *Mutation, tok Token, digest, root [32]byte) (Receipt, bool, error) {
+	rc, ok, err := g.receiptAt(m.Resource, tok, m.Segment)
+	if err != nil {
+		return Receipt{}, false, err
+	}
+	if !ok {
+		return Receipt{}, false, fmt.Errorf("%w: resource %q token %s segment %d accepted but has no receipt", ErrCorruptRecord, m.Resource, tok, m.Segment)
+	}
+	if rc.OpID == m.OpID && rc.PayloadDigest == digest {
+		return rc, true, nil
+	}
+	return Receipt{}, false, g.quarantine(m, tok, digest, rc)
+}
+
+func (g *Guard) get(key []byte) ([]byte, bool, error) {
+	v, closer, err := g.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("fence: read: %w", err)
+	}
+	out := append([]byte(nil), v...)
+	closer.Close()
+	return out, true, nil
+}
+
+func (g *Guard) loadState(res string) (resourceState, bool, error) {
+	v, ok, err := g.get(g.stateKey(res))
+	if err != nil || !ok {
+		return resourceState{}, false, err
+	}
+	st, err := decodeState(v)
+	if err != nil {
+		return resourceState{}, false, fmt.Errorf("resource %q: %w", res, err)
+	}
+	return st, true, nil
+}
+
+func (g *Guard) receiptAt(res string, t Token, seg uint64) (Receipt, bool, error) {
+	v, ok, err := g.get(g.receiptKey(res, t, seg))
+	if err != nil || !ok {
+		return Receipt{}, false, err
+	}
+	rc, err := decodeReceipt(res, v)
+	if err != nil {
+		return Receipt{}, false, fmt.Errorf("resource %q token %s: %w", res, t, err)
+	}
+	return rc, true, nil
+}
+
+func (g *Guard) opRef(res, opID string) (Token, uint64, bool, error) {
+	v, ok, err := g.get(g.opKey(res, opID))
+	if err != nil || !ok {
+		return Token{}, 0, false, err
+	}
+	t, seg, err := decodeOpRef(v)
+	if err != nil {
+		return Token{}, 0, false, fmt.Errorf("resource %q operation %q: %w", res, opID, err)
+	}
+	return t, seg, true, nil
+}
+
+// rootUnder returns the operation root of the first receipt the resource
+// holds under token t, or nil if it accepted nothing under t.
+func (g *Guard) rootUnder(res string, t Token) (*[32]byte, error) {
+	lower := appendToken(g.resourceKey(kindReceipt, res, TokenSize), t)
+	upper := keyUpperBound(lower)
+	it, err := g.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return nil, fmt.Errorf("fence: read: %w", err)
+	}
+	defer it.Close()
+	if !it.First() {
+		return nil, it.Error()
+	}
+	v, err := it.ValueAndErr()
+	if err != nil {
+		return nil, fmt.Errorf("fence: read: %w", err)
+	}
+	rc, err := decodeReceipt(res, v)
+	if err != nil {
+		return nil, fmt.Errorf("resource %q token %s: %w", res, t, err)
+	}
+	return &rc.Root, nil
+}
+
+// keyUpperBound returns the smallest key above every key with prefix p.
+func keyUpperBound(p []byte) []byte {
+	u := append([]byte(nil), p...)
+	for i := len(u) - 1; i >= 0; i-- {
+		u[i]++
+		if u[i] != 0 {
+			return u[:i+1]
+		}
+	}
+	return nil // p is all 0xff: no upper bound
+}
+
+// Receipt answers "did my write happen?" after a lost acknowledgement: the
+// receipt of operation opID on resource, or ErrNoReceipt. It waits for any
+// Apply of the resource in progress, so an answer is never older than an
+// acknowledgement already sent. ErrNoReceipt is final only once the asking
+// owner's fence is superseded (a newer fence accepted): until then its
+// mutation may still be in flight.
+func (g *Guard) Receipt(ctx context.Context, resource, opID string) (Receipt, error) {
+	if len(resource) > MaxResourceLen || len(opID) > MaxNameLen {
+		return Receipt{}, fmt.Errorf("%w: resource or operation ID over %d/%d bytes", ErrTooLarge, MaxResourceLen, MaxNameLen)
+	}
+	unlock, err := g.lock(ctx, resource)
+	if err != nil {
+		return Receipt{}, err
+	}
+	defer unlock()
+	t, seg, ok, err := g.opRef(resource, opID)
+	if err != nil {
+		return Receipt{}, err
+	}
+	if !ok {
+		return Receipt{}, fmt.Errorf("%w: resource %q operation %q", ErrNoReceipt, resource, opID)
+	}
+	rc, ok, err := g.receiptAt(resource, t, seg)
+	if err != nil {
+		return Receipt{}, err
+	}
+	if !ok {
+		return Receipt{}, fmt.Errorf("%w: resource %q operation %q indexed at token %s segment %d without a receipt", ErrCorruptRecord, resource, opID, t, seg)
+	}
+	return rc, nil
+}
