@@ -1,0 +1,78 @@
+// Package localstore keeps one node's durable state in Pebble: who the node
+// is, how often it has started, what it promised and accepted in epoch
+// agreement, which epoch it learned, and which epochs' activation gates it saw
+// pass. It also lends its Pebble DB to fence.Guard, under a reserved prefix,
+// so a fenced check and the business write it guards commit in one batch.
+//
+// # What is stored, and why each write is synced
+//
+//   - Identity (node ID, random store ID, cluster ID), written once when the
+//     store is created. Members are (node ID, store ID) pairs, so a wiped
+//     directory under a reused node ID is a new member that promised nothing
+//     (H17).
+//   - Incarnation, bumped on every start (BumpIncarnation) before the node
+//     sends anything. Tokens and request IDs begin with it; a bump lost in a
+//     crash would let a restarted home re-issue a token.
+//   - Acceptor records (promise, acceptance), one per agreement instance.
+//     An acceptor that forgot a promise or an acceptance after a crash could
+//     let two epochs live at once (seed 003).
+//   - The learned epoch with its certificate. A node acts on an epoch only
+//     after this is synced (H10).
+//   - Gate-passed markers, one per epoch number: condition (i) of a restart
+//     without the full gate, and what lets a restarted old home vouch with
+//     Drained (DESIGN "Restart", H19).
+//
+// Every write is a single Pebble batch committed with pebble.Sync, and the
+// method returns only after the sync. The driver writes what a protocol step
+// produced (Commit) and only then sends the step's messages, as raft's Ready
+// saves entries before sending.
+//
+// # Invariants
+//
+//   - S1: a promise, acceptance, learned epoch, gate marker or incarnation
+//     that a call acknowledged (returned without error) survives any crash;
+//     one that was in flight is there entirely or not at all.
+//   - S2: an identity is never silently reset. Open refuses a directory of
+//     another node (ErrWrongNode) or cluster (ErrWrongCluster), a corrupt or
+//     unknown record (ErrCorrupt), and a non-empty directory without an
+//     identity (ErrMissingIdentity); it creates a store only in a missing or
+//     empty directory.
+//   - S3: the learned epoch never goes back. Commit refuses an older one
+//     (ErrEpochRegression) and a different epoch under the stored number
+//     (ErrEpochConflict).
+//
+// Acceptor records at or below the learned epoch number are pruned when it
+// advances (and never stored afterwards): those instances are decided, and
+// the machine answers them with the learned epoch.
+//
+// # Key layout
+//
+// The first byte of a key names its kind; numbers in keys are 8 bytes
+// big-endian, so records iterate in numeric order.
+//
+//	0x01                 identity
+//	0x02                 incarnation
+//	0x03 ‖ instance      acceptor record for that agreement instance
+//	0x04                 learned epoch and certificate
+//	0x05 ‖ epoch number  gate-passed marker
+//	0x06 … 0x7f          reserved for localstore; Open refuses unknown keys here
+//	0x80 …               fence.Guard's records (GuardPrefix); never read here
+//	0x81 … 0xff          unassigned
+//
+// Values start with a version byte; records.go documents each encoding. The
+// decoders accept exactly what the encoders write, so fuzzing checks both
+// directions.
+//
+// # Use
+//
+//	s, err := localstore.Open(dir, localstore.Options{NodeID: id, ClusterID: domain})
+//	inc, err := s.BumpIncarnation()  // once per start, before sending anything
+//	st, err := s.LoadEpochState()    // feed to the epoch machine
+//	...
+//	err = s.Commit(localstore.Writes{Acceptor: recs, Learned: l}) // then send
+//
+// A Store is safe for concurrent use. A write that fails leaves the disk in an
+// unknown state, so the Store then refuses writes (ErrFailed) until reopened.
+// Pebble itself treats a failed WAL sync as fatal; the store turns Pebble's
+// Fatalf into a panic, so such a Commit never returns (never acknowledges).
+package localstore

@@ -1,0 +1,56 @@
+// Package transport is everything homelock puts on the wire: the protobuf
+// messages (subpackage pb), the gRPC transport between processes, an
+// in-memory transport with fault controls for tests, and membership with
+// failure detection and capability advertisement over memberlist.
+//
+// It moves msg.Envelope values and makes no protocol decision: it does not
+// retry, deduplicate, reorder or read bodies. The state machines tolerate
+// loss, duplication and delay; what the transport promises is small:
+//
+//	T1  Send never blocks on the network. A full per-peer queue drops the
+//	    envelope and counts it (Stats.Dropped).
+//	T2  Per-sender order. The envelopes one node sends to another reach the
+//	    Handler in the order Send accepted them, or not at all. Across a
+//	    reconnect the receiver lets the newest stream from a node supersede
+//	    the older one (receiver.go), so loss is possible there but reordering
+//	    is not.
+//	T3  Strict decoding. An envelope that this version does not fully
+//	    understand is refused and counted (Stats.Refused), never half read
+//	    (pb.Decode).
+//	T4  Close stops every goroutine the transport started; no Handler call
+//	    starts after Close returns.
+//
+// # Threading
+//
+// Send, Stats and Close are safe for concurrent use. The Handler is called
+// from transport goroutines: for one sender, sequentially and in order (T2);
+// for different senders, possibly concurrently. It must return quickly (hand
+// the envelope to the driver's loop): while it runs, nothing more from that
+// sender is delivered. It may call Send, but not Close of its own transport,
+// which waits for running Handlers.
+//
+// # gRPC
+//
+// NewGRPC listens on Config.ListenAddr. Each peer gets a bounded queue, a
+// sender goroutine and one long-lived client stream (service Transport,
+// rpc Stream); the sender writes whatever has queued as one Batch, so a
+// burst costs one write and a lone envelope crosses loopback in tens of
+// microseconds. A peer that is down is redialled with exponential backoff
+// (ReconnectBase to ReconnectMax) while Send keeps queueing and dropping.
+// TLS is optional; with a client certificate configured it is mutual.
+//
+// # In-memory
+//
+// Network and Endpoint implement the same interface within one process, with
+// drop, delay, partition (symmetric and one way) and pause, documented on
+// Network. Every envelope goes through pb.Encode and pb.Decode unless
+// NetworkConfig.SkipCodec is set.
+//
+// # Membership
+//
+// Membership runs memberlist with this node's Meta (node ID, store ID, gRPC
+// address, lock protocol version). It reports members keyed by (node ID,
+// store ID): a node that returns with another store ID reads as the old
+// member down and a new one joined (H21). It detects failures; it never
+// decides membership, which epochs agree on.
+package transport

@@ -1,0 +1,194 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/homelock/homelock/msg"
+	"github.com/homelock/homelock/transport/pb"
+)
+
+// GRPC is the Transport between processes: one gRPC server receiving, and
+// per peer one queue, one sender goroutine and one long-lived client stream.
+type GRPC struct {
+	cfg     Config
+	handler Handler
+	log     *slog.Logger
+	stats   counters
+
+	lis      net.Listener
+	srv      *grpc.Server
+	dialOpts []grpc.DialOption
+
+	// ctx is cancelled by Close; every peer goroutine and stream derives from it.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu     sync.RWMutex
+	closed bool
+	peers  map[msg.NodeID]*peer
+
+	// senders orders streams per sending node (see receiver.go).
+	sendersMu sync.Mutex
+	senders   map[msg.NodeID]*senderSlot
+
+	wg       sync.WaitGroup // peer goroutines
+	serveErr chan error
+}
+
+var _ Transport = (*GRPC)(nil)
+
+// NewGRPC starts the server on cfg.ListenAddr and returns the transport; h
+// receives every envelope that arrives.
+func NewGRPC(cfg Config, h Handler) (*GRPC, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if h == nil {
+		return nil, fmt.Errorf("%w: Handler is nil", ErrBadConfig)
+	}
+	cfg = cfg.withDefaults()
+	serverTLS, clientTLS := cfg.ServerTLS, cfg.ClientTLS
+	if cfg.TLS != nil {
+		var err error
+		if serverTLS, clientTLS, err = cfg.TLS.Load(); err != nil {
+			return nil, err
+		}
+	}
+
+	srvOpts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(cfg.MaxMsgSize),
+		grpc.MaxSendMsgSize(cfg.MaxMsgSize),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout}),
+		// Clients ping idle connections on KeepaliveTime; allow it, or the
+		// server would close them for "too many pings".
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveTime / 2, PermitWithoutStream: true}),
+		// Close must not return while a Handler still runs.
+		grpc.WaitForHandlers(true),
+	}
+	clientCreds := insecure.NewCredentials()
+	if serverTLS != nil {
+		srvOpts = append(srvOpts, grpc.Creds(credentials.NewTLS(serverTLS)))
+		clientCreds = credentials.NewTLS(clientTLS)
+	}
+
+	lis, err := net.Listen("tcp", cfg.ListenAddr)
+	if err != nil {
+		return nil, fmt.Errorf("transport: listen on %s: %w", cfg.ListenAddr, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g := &GRPC{
+		cfg:      cfg,
+		handler:  h,
+		log:      cfg.Logger.With("node", string(cfg.NodeID)),
+		lis:      lis,
+		srv:      grpc.NewServer(srvOpts...),
+		ctx:      ctx,
+		cancel:   cancel,
+		peers:    make(map[msg.NodeID]*peer),
+		senders:  make(map[msg.NodeID]*senderSlot),
+		serveErr: make(chan error, 1),
+		dialOpts: []grpc.DialOption{
+			grpc.WithTransportCredentials(clientCreds),
+			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(cfg.MaxMsgSize), grpc.MaxCallRecvMsgSize(cfg.MaxMsgSize)),
+			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout, PermitWithoutStream: true}),
+			grpc.WithConnectParams(grpc.ConnectParams{
+				Backoff:           backoff.Config{BaseDelay: cfg.ReconnectBase, Multiplier: 2, Jitter: 0.2, MaxDelay: cfg.ReconnectMax},
+				MinConnectTimeout: cfg.ReconnectMax + cfg.KeepaliveTimeout,
+			}),
+		},
+	}
+	pb.RegisterTransportServer(g.srv, &receiver{g: g})
+	go func() { g.serveErr <- g.srv.Serve(lis) }()
+	return g, nil
+}
+
+// Addr is the address the server listens on (with the port chosen when
+// ListenAddr asked for port 0).
+func (g *GRPC) Addr() string { return g.lis.Addr().String() }
+
+// Send implements Transport.
+func (g *GRPC) Send(to msg.Member, env msg.Envelope) error {
+	data, err := pb.Encode(env)
+	if err != nil {
+		return err
+	}
+	if len(data) > g.cfg.MaxMsgSize-batchOverhead {
+		return fmt.Errorf("%w: %s envelope of %d bytes exceeds MaxMsgSize %d", ErrMessageTooLarge, env.Body.Kind(), len(data), g.cfg.MaxMsgSize)
+	}
+	p, err := g.peer(to)
+	if err != nil {
+		return err
+	}
+	p.enqueue(outgoing{kind: env.Body.Kind(), data: data})
+	return nil
+}
+
+// peer returns the sender for to, starting it on first use, and replacing it
+// when the node's address changed (it restarted elsewhere).
+func (g *GRPC) peer(to msg.Member) (*peer, error) {
+	g.mu.RLock()
+	p, ok := g.peers[to.ID]
+	closed := g.closed
+	g.mu.RUnlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	if ok && p.addr == to.Addr {
+		return p, nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return nil, ErrClosed
+	}
+	if p, ok := g.peers[to.ID]; ok {
+		if p.addr == to.Addr {
+			return p, nil
+		}
+		p.stop()
+	}
+	p, err := newPeer(g, to)
+	if err != nil {
+		return nil, err
+	}
+	g.peers[to.ID] = p
+	return p, nil
+}
+
+// Stats implements Transport.
+func (g *GRPC) Stats() Stats { return g.stats.snapshot() }
+
+// Close implements Transport.
+func (g *GRPC) Close() error {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return nil
+	}
+	g.closed = true
+	peers := g.peers
+	g.peers = nil
+	g.mu.Unlock()
+
+	g.cancel()
+	for _, p := range peers {
+		p.stop()
+	}
+	g.wg.Wait()
+	g.srv.Stop()
+	if err := <-g.serveErr; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return fmt.Errorf("transport: server: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,230 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/stretchr/testify/require"
+
+	"github.com/homelock/homelock/msg"
+)
+
+type events struct {
+	mu  sync.Mutex
+	evs []MemberEvent
+}
+
+func (e *events) add(ev MemberEvent) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.evs = append(e.evs, ev)
+}
+
+func (e *events) find(typ EventType, id msg.NodeID, store uint64) (MemberEvent, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, ev := range e.evs {
+		if ev.Type == typ && ev.Peer.Meta.NodeID == id && ev.Peer.Meta.StoreID == store {
+			return ev, true
+		}
+	}
+	return MemberEvent{}, false
+}
+
+func (e *events) waitFor(t *testing.T, typ EventType, id msg.NodeID, store uint64) MemberEvent {
+	t.Helper()
+	var ev MemberEvent
+	require.Eventually(t, func() bool {
+		var ok bool
+		ev, ok = e.find(typ, id, store)
+		return ok
+	}, 10*time.Second, 10*time.Millisecond, "no %s event for %s/%d", typ, id, store)
+	return ev
+}
+
+func startMember(t *testing.T, id msg.NodeID, store uint64, port int, key []byte, seeds ...string) (*Membership, *events, error) {
+	t.Helper()
+	ev := &events{}
+	m, err := NewMembership(MembershipConfig{
+		Meta:      Meta{NodeID: id, StoreID: store, GRPCAddr: "127.0.0.1:9" + fmt.Sprint(store%1000), Version: 1},
+		BindAddr:  "127.0.0.1",
+		BindPort:  port,
+		Seeds:     seeds,
+		SecretKey: key,
+		Timings:   FastTimings(),
+		OnEvent:   ev.add,
+	})
+	return m, ev, err
+}
+
+func alive(m *Membership) map[msg.NodeID]Peer {
+	out := map[msg.NodeID]Peer{}
+	for _, p := range m.Members() {
+		if p.State == PeerAlive || p.State == PeerSuspect {
+			out[p.Meta.NodeID] = p
+		}
+	}
+	return out
+}
+
+// Three members on loopback see each other with metadata; one that stops is
+// reported dead; one that comes back under its node ID with another store
+// reads as the old member down and a new one joined (H21).
+func TestMembershipLifecycle(t *testing.T) {
+	key := []byte("0123456789abcdef")
+	a, aev, err := startMember(t, "a", 101, 0, key)
+	require.NoError(t, err)
+	defer a.Close()
+	b, bev, err := startMember(t, "b", 102, 0, key, a.Addr())
+	require.NoError(t, err)
+	defer b.Close()
+	c, _, err := startMember(t, "c", 103, 0, key, a.Addr())
+	require.NoError(t, err)
+
+	for _, m := range []*Membership{a, b, c} {
+		require.Eventually(t, func() bool { return len(alive(m)) == 3 }, 10*time.Second, 10*time.Millisecond)
+		peers := alive(m)
+		require.Equal(t, Meta{NodeID: "c", StoreID: 103, GRPCAddr: "127.0.0.1:9103", Version: 1}, peers["c"].Meta)
+		require.Equal(t, msg.Member{ID: "b", Store: 102, Addr: "127.0.0.1:9102", Version: 1}, peers["b"].Meta.Member())
+	}
+	require.True(t, alive(a)["a"].Local)
+	aev.waitFor(t, EventJoin, "c", 103)
+
+	// c stops without leaving: a's failure detector declares it dead.
+	cAddr := c.Addr()
+	cPort := c.ml.LocalNode().Port
+	require.NoError(t, c.Close())
+	down := aev.waitFor(t, EventDown, "c", 103)
+	require.Equal(t, PeerDead, down.Peer.State)
+	require.False(t, down.Replaced)
+	require.False(t, down.Peer.Since.IsZero())
+	// Before it was dead, some member's own probes suspected it.
+	_, aSuspected := aev.find(EventSuspect, "c", 103)
+	_, bSuspected := bev.find(EventSuspect, "c", 103)
+	require.True(t, aSuspected || bSuspected, "no member reported c suspect")
+	for _, p := range a.Members() {
+		if p.Meta.NodeID == "c" {
+			require.Equal(t, PeerDead, p.State, "dead members stay listed, with since-when")
+			require.Equal(t, down.Peer.Since, p.Since)
+		}
+	}
+
+	// c's disk is wiped: same node ID, same address, new store ID.
+	c2, _, err := startMember(t, "c", 203, int(cPort), key, a.Addr())
+	require.NoError(t, err)
+	defer c2.Close()
+	require.Equal(t, cAddr, c2.Addr())
+	aev.waitFor(t, EventJoin, "c", 203)
+	require.Eventually(t, func() bool { return alive(b)["c"].Meta.StoreID == 203 }, 10*time.Second, 10*time.Millisecond)
+}
+
+// The H21 case memberlist alone would hide: the node comes back before it
+// was declared dead, refutes its death with new metadata, and memberlist
+// reports only an update. The old store must still read as down.
+func TestMembershipStoreChangeWhileAlive(t *testing.T) {
+	a, aev, err := startMember(t, "a", 1, 0, nil)
+	require.NoError(t, err)
+	defer a.Close()
+	c, _, err := startMember(t, "c", 3, 0, nil, a.Addr())
+	require.NoError(t, err)
+	aev.waitFor(t, EventJoin, "c", 3)
+	port := int(c.ml.LocalNode().Port)
+	require.NoError(t, c.Close())
+
+	c2, _, err := startMember(t, "c", 33, port, nil, a.Addr())
+	require.NoError(t, err)
+	defer c2.Close()
+	old := aev.waitFor(t, EventDown, "c", 3)
+	require.True(t, old.Replaced)
+	join := aev.waitFor(t, EventJoin, "c", 33)
+	require.False(t, join.Peer.Since.Before(old.Peer.Since), "old member down no later than the new one up")
+	byStore := map[uint64]PeerState{}
+	for _, p := range a.Members() {
+		if p.Meta.NodeID == "c" {
+			byStore[p.Meta.StoreID] = p.State
+		}
+	}
+	require.Equal(t, PeerDead, byStore[3])
+	require.Contains(t, []PeerState{PeerAlive, PeerSuspect}, byStore[33])
+}
+
+// A node with another encryption key cannot join, and nobody lists it.
+func TestMembershipEncryptionKeyMismatch(t *testing.T) {
+	a, _, err := startMember(t, "a", 1, 0, []byte("0123456789abcdef"))
+	require.NoError(t, err)
+	defer a.Close()
+	d, _, err := startMember(t, "d", 4, 0, []byte("fedcba9876543210"), a.Addr())
+	require.ErrorIs(t, err, ErrJoin)
+	require.Nil(t, d)
+	time.Sleep(200 * time.Millisecond)
+	require.Len(t, a.Members(), 1)
+}
+
+// A graceful leave is reported down at once, without waiting for probes.
+func TestMembershipLeave(t *testing.T) {
+	a, aev, err := startMember(t, "a", 1, 0, nil)
+	require.NoError(t, err)
+	defer a.Close()
+	b, _, err := startMember(t, "b", 2, 0, nil, a.Addr())
+	require.NoError(t, err)
+	aev.waitFor(t, EventJoin, "b", 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	require.NoError(t, b.Leave(ctx))
+	require.NoError(t, b.Close())
+	aev.waitFor(t, EventDown, "b", 2)
+	require.ErrorIs(t, b.Leave(ctx), ErrClosed)
+}
+
+// A memberlist node without homelock metadata is kept out.
+func TestMembershipRefusesForeignNode(t *testing.T) {
+	a, _, err := startMember(t, "a", 1, 0, nil)
+	require.NoError(t, err)
+	defer a.Close()
+	mc := memberlist.DefaultLocalConfig()
+	mc.Name, mc.BindAddr, mc.BindPort = "stranger", "127.0.0.1", 0
+	mc.Logger = newMemberlistLogger(a.log, func(string) {})
+	stranger, err := memberlist.Create(mc)
+	require.NoError(t, err)
+	defer stranger.Shutdown()
+	_, _ = stranger.Join([]string{a.Addr()})
+	time.Sleep(200 * time.Millisecond)
+	require.Len(t, a.Members(), 1)
+}
+
+func TestMetaEncoding(t *testing.T) {
+	m := Meta{NodeID: "node-1", StoreID: 1<<64 - 1, GRPCAddr: "10.1.2.3:7000", Version: 3}
+	b, err := EncodeMeta(m)
+	require.NoError(t, err)
+	require.Less(t, len(b), 40, "compact")
+	got, err := DecodeMeta(b)
+	require.NoError(t, err)
+	require.Equal(t, m, got)
+
+	// A newer format keeps v1's fields first and appends: v1 reads them.
+	newer := append([]byte{2}, b[1:]...)
+	newer = append(newer, 0xde, 0xad)
+	got, err = DecodeMeta(newer)
+	require.NoError(t, err)
+	require.Equal(t, m, got)
+
+	for name, bad := range map[string][]byte{
+		"empty":          nil,
+		"format 0":       {0},
+		"truncated":      b[:len(b)-1],
+		"trailing in v1": append(append([]byte{}, b...), 0),
+		"no node ID":     {1, 1, 1, 0, 0},
+	} {
+		_, err := DecodeMeta(bad)
+		require.ErrorIs(t, err, ErrBadMeta, name)
+	}
+	_, err = EncodeMeta(Meta{NodeID: msg.NodeID(strings.Repeat("n", 300))})
+	require.ErrorIs(t, err, ErrBadMeta)
+	_, err = EncodeMeta(Meta{})
+	require.ErrorIs(t, err, ErrBadMeta)
+}

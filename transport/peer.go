@@ -1,0 +1,226 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/homelock/homelock/msg"
+	"github.com/homelock/homelock/transport/pb"
+)
+
+// senderMetadataKey carries the sending node's ID on each stream, so the
+// receiver can order a sender's streams across reconnects.
+const senderMetadataKey = "homelock-from"
+
+// batchOverhead is what the Batch wrapper adds per envelope at most (tag and
+// length varint), kept free below MaxMsgSize.
+const batchOverhead = 16
+
+type outgoing struct {
+	kind msg.Kind
+	data []byte
+}
+
+// peer is everything this node keeps for sending to one other node: a
+// bounded queue that Send fills without blocking, and one goroutine that
+// drains it in batches into a long-lived client stream.
+type peer struct {
+	g    *GRPC
+	id   msg.NodeID
+	addr string
+	log  *slog.Logger
+	q    chan outgoing
+
+	conn   *grpc.ClientConn
+	client pb.TransportClient
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func newPeer(g *GRPC, to msg.Member) (*peer, error) {
+	// passthrough: the address is dialled as given, without a resolver
+	// goroutine or a DNS lookup on the send path.
+	conn, err := grpc.NewClient("passthrough:///"+to.Addr, g.dialOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("transport: peer %s at %q: %w", to.ID, to.Addr, err)
+	}
+	ctx, cancel := context.WithCancel(g.ctx)
+	ctx = metadata.AppendToOutgoingContext(ctx, senderMetadataKey, string(g.cfg.NodeID))
+	p := &peer{
+		g:      g,
+		id:     to.ID,
+		addr:   to.Addr,
+		log:    g.log.With("peer", string(to.ID), "addr", to.Addr),
+		q:      make(chan outgoing, g.cfg.QueueLen),
+		conn:   conn,
+		client: pb.NewTransportClient(conn),
+		ctx:    ctx,
+		cancel: cancel,
+	}
+	g.wg.Add(1)
+	go p.run()
+	return p, nil
+}
+
+func (p *peer) enqueue(o outgoing) {
+	select {
+	case p.q <- o:
+	default:
+		p.g.stats.dropped.Add(1)
+	}
+}
+
+// stop ends the sender goroutine; it does not wait (GRPC.Close does).
+func (p *peer) stop() { p.cancel() }
+
+// stream is one open client stream and the signal that it ended.
+type stream struct {
+	s      grpc.ClientStreamingClient[pb.Batch, pb.StreamSummary]
+	cancel context.CancelFunc
+	// ended is closed when the receiver ended the stream or the connection
+	// broke; the sender then opens a new one before its next batch instead
+	// of losing that batch to a dead stream.
+	ended chan struct{}
+}
+
+func (p *peer) run() {
+	defer p.g.wg.Done()
+	defer func() {
+		p.conn.Close()
+		// What is still queued never left.
+		p.g.stats.lost.Add(uint64(len(p.q)))
+	}()
+
+	var (
+		cur     *stream
+		opened  int
+		backoff = p.g.cfg.ReconnectBase
+		batch   = make([]outgoing, 0, p.g.cfg.MaxBatch)
+		wire    = &pb.Batch{}
+		carry   *outgoing
+	)
+	defer func() {
+		if cur != nil {
+			cur.cancel()
+		}
+	}()
+	for {
+		batch = batch[:0]
+		if carry != nil {
+			batch = append(batch, *carry)
+		} else {
+			select {
+			case o := <-p.q:
+				batch = append(batch, o)
+			case <-p.ctx.Done():
+				return
+			}
+		}
+		batch, carry = p.fill(batch)
+
+		for cur == nil || isClosed(cur.ended) {
+			if cur != nil {
+				cur.cancel()
+				cur = nil
+			}
+			s, err := p.open()
+			if err == nil {
+				cur = s
+				if opened > 0 {
+					p.g.stats.reconnects.Add(1)
+				}
+				opened++
+				backoff = p.g.cfg.ReconnectBase
+				break
+			}
+			if p.ctx.Err() != nil {
+				p.g.stats.lost.Add(uint64(len(batch)))
+				return
+			}
+			p.log.Debug("transport: stream to peer failed to open", "err", err, "retry_in", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-p.ctx.Done():
+				p.g.stats.lost.Add(uint64(len(batch)))
+				return
+			}
+			backoff = min(2*backoff, p.g.cfg.ReconnectMax)
+			// While the peer is down the queue keeps filling, and Send drops
+			// beyond QueueLen; this batch waits for the next stream.
+		}
+
+		wire.Envelopes = wire.Envelopes[:0]
+		for _, o := range batch {
+			wire.Envelopes = append(wire.Envelopes, o.data)
+		}
+		if err := cur.s.Send(wire); err != nil {
+			p.log.Debug("transport: stream to peer broke", "err", err, "lost", len(batch))
+			p.g.stats.lost.Add(uint64(len(batch)))
+			cur.cancel()
+			cur = nil
+			continue
+		}
+		for _, o := range batch {
+			p.g.stats.sent(o.kind, len(o.data))
+		}
+	}
+}
+
+// fill adds whatever else is queued, up to MaxBatch envelopes and below
+// MaxMsgSize, so one stream write carries a burst. An envelope that does not
+// fit is returned as carry, to open the next batch and keep FIFO order.
+func (p *peer) fill(batch []outgoing) (_ []outgoing, carry *outgoing) {
+	size := len(batch[0].data) + batchOverhead
+	for len(batch) < cap(batch) {
+		select {
+		case o := <-p.q:
+			if size+len(o.data)+batchOverhead > p.g.cfg.MaxMsgSize {
+				return batch, &o
+			}
+			size += len(o.data) + batchOverhead
+			batch = append(batch, o)
+		default:
+			return batch, nil
+		}
+	}
+	return batch, nil
+}
+
+// open starts a stream. WaitForReady makes it wait for the connection
+// (which grpc redials with the configured backoff) instead of failing at
+// once while the peer is down.
+func (p *peer) open() (*stream, error) {
+	ctx, cancel := context.WithCancel(p.ctx)
+	s, err := p.client.Stream(ctx, grpc.WaitForReady(true))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	st := &stream{s: s, cancel: cancel, ended: make(chan struct{})}
+	p.g.wg.Add(1)
+	go func() {
+		defer p.g.wg.Done()
+		defer close(st.ended)
+		// The receiver never answers before the stream ends, so RecvMsg
+		// returns exactly when the stream is over, for whatever reason.
+		err := s.RecvMsg(new(pb.StreamSummary))
+		if ctx.Err() == nil {
+			p.log.Debug("transport: stream to peer ended", "err", err)
+		}
+	}()
+	return st, nil
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

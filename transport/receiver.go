@@ -1,0 +1,100 @@
+package transport
+
+import (
+	"errors"
+	"io"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/homelock/homelock/msg"
+	"github.com/homelock/homelock/transport/pb"
+)
+
+// receiver is the gRPC service: one Stream call per sending peer, for as
+// long as that peer's connection lives.
+type receiver struct {
+	pb.UnimplementedTransportServer
+	g *GRPC
+}
+
+// senderSlot orders one sending node's streams. When a sender reconnects,
+// its old stream may still hold batches the server has not read; letting
+// both deliver would reorder that sender's messages. The newest stream
+// takes the slot, and an older one stops delivering as soon as it notices,
+// under the same mutex that covers each delivery: a gap, never a reorder.
+type senderSlot struct {
+	mu  sync.Mutex
+	gen uint64
+}
+
+func (r *receiver) Stream(s grpc.ClientStreamingServer[pb.Batch, pb.StreamSummary]) error {
+	g := r.g
+	var from msg.NodeID
+	if md, ok := metadata.FromIncomingContext(s.Context()); ok {
+		if v := md.Get(senderMetadataKey); len(v) == 1 {
+			from = msg.NodeID(v[0])
+		}
+	}
+	slot, gen := g.claimSlot(from)
+	defer g.releaseSlot(from, slot, gen)
+
+	for {
+		batch, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			return s.SendAndClose(&pb.StreamSummary{})
+		}
+		if err != nil {
+			return err
+		}
+		slot.mu.Lock()
+		if slot.gen != gen {
+			slot.mu.Unlock()
+			return status.Error(codes.Aborted, "transport: superseded by a newer stream from the same node")
+		}
+		for _, data := range batch.GetEnvelopes() {
+			env, err := pb.Decode(data)
+			if err != nil {
+				g.stats.refused.Add(1)
+				g.log.Debug("transport: refused envelope", "from", string(from), "err", err)
+				continue
+			}
+			g.stats.received(env.Body.Kind(), len(data))
+			g.handler(env)
+		}
+		slot.mu.Unlock()
+	}
+}
+
+func (g *GRPC) claimSlot(from msg.NodeID) (*senderSlot, uint64) {
+	g.sendersMu.Lock()
+	slot, ok := g.senders[from]
+	if !ok {
+		slot = &senderSlot{}
+		g.senders[from] = slot
+	}
+	// Still under sendersMu: releaseSlot must not forget a slot between our
+	// lookup and our claim.
+	slot.mu.Lock()
+	slot.gen++
+	gen := slot.gen
+	slot.mu.Unlock()
+	g.sendersMu.Unlock()
+	return slot, gen
+}
+
+// releaseSlot forgets the slot when its last stream ends, so the map holds
+// only senders with a live stream.
+func (g *GRPC) releaseSlot(from msg.NodeID, slot *senderSlot, gen uint64) {
+	g.sendersMu.Lock()
+	defer g.sendersMu.Unlock()
+	slot.mu.Lock()
+	current := slot.gen == gen
+	slot.mu.Unlock()
+	if current && g.senders[from] == slot {
+		delete(g.senders, from)
+	}
+}
