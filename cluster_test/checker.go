@@ -1,0 +1,241 @@
+package clustertest
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/homelock/homelock/delegation"
+	"github.com/homelock/homelock/epoch"
+	"github.com/homelock/homelock/fence"
+	"github.com/homelock/homelock/internal/core"
+	"github.com/homelock/homelock/msg"
+)
+
+// Invariant names, as DESIGN.md numbers them.
+const (
+	invExclusion    = "I1 exclusion"
+	invTokenOrder   = "I2 tokens increase"
+	invFence        = "I3 fenced register"
+	invLostUpdate   = "I4 no lost update"
+	invNoHang       = "I5 nothing hangs"
+	invProgress     = "I5 progress after heal"
+	invEpochFork    = "E1 epochs never fork"
+	invLinearizable = "I4 linearizable history (porcupine)"
+)
+
+type checker struct {
+	s          *Sim
+	violations []Violation
+
+	open       map[string][]*critical
+	maxAdmit   map[string]fence.Token
+	granted    map[string]map[fence.Token]bool
+	maxGranted map[string]fence.Token
+	regs       map[string]*register
+	acks       int
+	admissions int
+	ops        map[string][]porcupine.Operation
+	epochs     map[uint64]uint64 // number → digest
+	// progress bookkeeping for the healed phase
+	progress map[string]map[msg.NodeID]int
+	asked    map[string]map[msg.NodeID]int
+}
+
+func newChecker(s *Sim) *checker {
+	return &checker{
+		s:          s,
+		open:       make(map[string][]*critical),
+		maxAdmit:   make(map[string]fence.Token),
+		granted:    make(map[string]map[fence.Token]bool),
+		maxGranted: make(map[string]fence.Token),
+		regs:       make(map[string]*register),
+		ops:        make(map[string][]porcupine.Operation),
+		epochs:     make(map[uint64]uint64),
+		progress:   make(map[string]map[msg.NodeID]int),
+		asked:      make(map[string]map[msg.NodeID]int),
+	}
+}
+
+func (c *checker) fail(inv, format string, args ...any) {
+	if c.s.cfg.Mutations.Any() && len(c.violations) > 0 {
+		return
+	}
+	c.violations = append(c.violations, Violation{Invariant: inv, Detail: fmt.Sprintf(format, args...), At: c.s.now.Sub(simBase)})
+	c.s.trace("VIOLATION %s", inv)
+	c.s.stopped = true
+}
+
+func (c *checker) reg(key string) *register {
+	r := c.regs[key]
+	if r == nil {
+		r = &register{}
+		c.regs[key] = r
+	}
+	return r
+}
+
+// settled is when the healed phase's progress checks begin: faults are over
+// and every lease, gate and detection delay has had time to run out.
+func (c *checker) settled() time.Time {
+	return c.s.healedAt.Add(simEpochLease + simSkew + 2*simLease + simDownAfter + time.Second)
+}
+
+func (c *checker) lockStarted(cs *critical, deadline time.Time) {
+	if cs.started.After(c.settled()) {
+		c.bump(c.asked, cs.key, cs.node.id)
+	}
+	gen := cs.node.gen
+	c.s.at(deadline.Add(4*simRetry), &event{kind: evFault, run: func() {
+		if cs.resolved || cs.node.gen != gen || cs.node.core == nil || cs.node.paused {
+			return
+		}
+		c.fail(invNoHang, "%s locker %d on %s neither admitted nor failed by its deadline", cs.node.id, cs.locker, cs.key)
+	}})
+}
+
+func (c *checker) bump(m map[string]map[msg.NodeID]int, key string, id msg.NodeID) {
+	if m[key] == nil {
+		m[key] = make(map[msg.NodeID]int)
+	}
+	m[key][id]++
+}
+
+// admit checks I1 (no other critical section on the key is still valid on
+// its holder's clock) and that admissions never go back in token order.
+func (c *checker) admit(cs *critical) {
+	c.admissions++
+	for _, o := range c.open[cs.key] {
+		if o.closed || o == cs {
+			continue
+		}
+		if end := o.node.trueAt(o.expires); end.After(c.s.now) {
+			c.fail(invExclusion, "%s admitted %s with %s while %s holds it with %s valid until %v",
+				cs.node.id, cs.key, cs.token, o.node.id, o.token, end.Sub(simBase))
+			return
+		}
+	}
+	if cs.token.Less(c.maxAdmit[cs.key]) {
+		c.fail(invTokenOrder, "%s admitted %s with %s below an earlier admission's %s", cs.node.id, cs.key, cs.token, c.maxAdmit[cs.key])
+	}
+	c.maxAdmit[cs.key] = cs.token
+	c.open[cs.key] = append(c.open[cs.key], cs)
+	if cs.at.After(c.settled()) {
+		c.bump(c.progress, cs.key, cs.node.id)
+	}
+}
+
+func (c *checker) closeCS(cs *critical) {
+	if cs.closed {
+		return
+	}
+	cs.closed = true
+	list := c.open[cs.key]
+	for i, o := range list {
+		if o == cs {
+			c.open[cs.key] = append(list[:i], list[i+1:]...)
+			break
+		}
+	}
+}
+
+func (c *checker) acked(cs *critical) {
+	c.acks++
+	c.ops[cs.key] = append(c.ops[cs.key], porcupine.Operation{
+		ClientId: cs.node.idx,
+		Input:    cs.read,
+		Output:   cs.read + 1,
+		Call:     cs.at.Sub(simBase).Nanoseconds(),
+		Return:   c.s.now.Sub(simBase).Nanoseconds(),
+	})
+}
+
+func (c *checker) failed(cs *critical, e delegation.Event) {
+	if cs.started.After(c.settled()) && !cs.node.removed {
+		c.fail(invProgress, "%s locker %d on %s failed after the cluster healed: reason %d (%s)", cs.node.id, cs.locker, cs.key, e.Reason, e.Detail)
+	}
+}
+
+func (c *checker) crashed(n *simNode) {
+	for _, cs := range n.lockers {
+		c.closeCS(cs)
+		cs.resolved = true
+	}
+}
+
+// sent checks I2 on every Grant a home sends: a new token for a key is above
+// every token granted for it before; a re-sent Grant repeats one.
+func (c *checker) sent(n *simNode, o core.Outgoing) {
+	g, ok := o.Env.Body.(msg.Grant)
+	if !ok {
+		return
+	}
+	seen := c.granted[g.Key]
+	if seen == nil {
+		seen = make(map[fence.Token]bool)
+		c.granted[g.Key] = seen
+	}
+	if seen[g.Token] {
+		return
+	}
+	if !c.maxGranted[g.Key].Less(g.Token) {
+		c.fail(invTokenOrder, "%s granted %s with %s, not above %s granted before", n.id, g.Key, g.Token, c.maxGranted[g.Key])
+	}
+	seen[g.Token] = true
+	c.maxGranted[g.Key] = g.Token
+}
+
+func (c *checker) learned(n *simNode, l epoch.Learned) {
+	d := l.Epoch.Digest()
+	if prev, ok := c.epochs[l.Epoch.Number]; ok && prev != d {
+		c.fail(invEpochFork, "%s learned epoch %d %v, which differs from one learned before", n.id, l.Epoch.Number, memberIDs(l.Epoch))
+	}
+	c.epochs[l.Epoch.Number] = d
+}
+
+// final runs the end-of-run checks: no lost increment (counter and
+// porcupine), and every contender progressed after the heal.
+func (c *checker) final() {
+	keys := make([]string, 0, len(c.regs))
+	for k := range c.regs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		acked := len(c.ops[k])
+		if v := c.regs[k].value; v != acked {
+			c.fail(invLostUpdate, "%s ends at %d after %d acknowledged increments", k, v, acked)
+			return
+		}
+		if res := porcupine.CheckOperationsTimeout(counterModel, c.ops[k], time.Second); res == porcupine.Illegal {
+			c.fail(invLinearizable, "history of %s (%d increments) is not linearizable", k, acked)
+			return
+		}
+	}
+	for key, askers := range c.asked {
+		for id := range askers {
+			n := c.s.nodeByID(id)
+			if n == nil || n.removed || n.core == nil {
+				continue
+			}
+			if c.progress[key][id] == 0 {
+				c.fail(invProgress, "%s asked for %s %d times after the heal and was never admitted", id, key, askers[id])
+				return
+			}
+		}
+	}
+}
+
+// counterModel: each operation read `in` and wrote in+1; a history is legal
+// iff the increments can be ordered so that each read its predecessor's write.
+var counterModel = porcupine.Model{
+	Init: func() any { return 0 },
+	Step: func(state, in, out any) (bool, any) {
+		if state.(int) != in.(int) {
+			return false, state
+		}
+		return true, out.(int)
+	},
+	DescribeOperation: func(in, out any) string { return fmt.Sprintf("read %d, wrote %d", in, out) },
+}

@@ -1,0 +1,33 @@
+package clustertest
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// network holds the current faults between nodes.
+type network struct {
+	// cut[a][b] blocks messages from a to b (asymmetric when only one way).
+	cut  map[[2]int]bool
+	drop float64
+	dup  float64
+	// slow widens the delay distribution, which also reorders messages.
+	slow bool
+}
+
+func newNetwork() network { return network{cut: make(map[[2]int]bool)} }
+
+func (n *network) blocked(from, to int) bool { return n.cut[[2]int{from, to}] }
+
+func (n *network) delay(r *rand.Rand) time.Duration {
+	d := 200*time.Microsecond + time.Duration(r.Int64N(int64(800*time.Microsecond)))
+	if n.slow && r.IntN(4) == 0 {
+		d += time.Duration(r.Int64N(int64(150 * time.Millisecond)))
+	}
+	return d
+}
+
+func (n *network) heal() {
+	clear(n.cut)
+	n.drop, n.dup, n.slow = 0, 0, false
+}

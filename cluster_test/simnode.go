@@ -1,0 +1,243 @@
+package clustertest
+
+import (
+	"time"
+
+	"github.com/homelock/homelock/delegation"
+	"github.com/homelock/homelock/epoch"
+	"github.com/homelock/homelock/home"
+	"github.com/homelock/homelock/internal/core"
+	"github.com/homelock/homelock/msg"
+)
+
+// simNode is one simulated process and its disk.
+type simNode struct {
+	idx    int
+	id     msg.NodeID
+	member msg.Member
+	// The node's clock: local = base + offset + (true − base) × rate. It keeps
+	// counting while the process is paused or down, like CLOCK_BOOTTIME.
+	rate   float64
+	offset time.Duration
+
+	disk disk
+	core *core.Node
+	// gen is bumped by a crash; events of an earlier process are ignored.
+	gen      uint64
+	paused   bool
+	deferred []*event
+	tickSeq  uint64
+	tickAt   time.Time
+	removed  bool // agreed down or left: must join again
+
+	lockers map[uint64]*critical
+	nextID  uint64
+}
+
+// disk is what survives a crash: only what a Ready asked to sync.
+type disk struct {
+	store    uint64
+	inc      uint64
+	acceptor map[uint64]epoch.AcceptorRecord
+	learned  *epoch.Learned
+	markers  map[uint64]bool
+}
+
+func (n *simNode) local(t time.Time) time.Time {
+	return simBase.Add(n.offset + time.Duration(float64(t.Sub(simBase))*n.rate))
+}
+
+func (n *simNode) trueAt(l time.Time) time.Time {
+	return simBase.Add(time.Duration(float64(l.Sub(simBase)-n.offset) / n.rate))
+}
+
+func (d *disk) state() epoch.State {
+	st := epoch.State{}
+	for _, r := range d.acceptor {
+		st.Acceptor = append(st.Acceptor, r)
+	}
+	if d.learned != nil {
+		l := *d.learned
+		st.Learned = &l
+	}
+	return st
+}
+
+func (s *Sim) nodeConfig(n *simNode) core.Config {
+	return core.Config{
+		Self: n.member,
+		Inc:  n.disk.inc,
+		Epoch: epoch.Config{
+			EpochLease:     simEpochLease,
+			MaxDrift:       simDrift,
+			RetryInterval:  simRetry,
+			PromiseTimeout: simPromise,
+			Rand:           newRand(s.rng.Uint64()),
+		},
+		Home: home.Config{
+			EpochLease:    simEpochLease,
+			Skew:          simSkew,
+			MaxLease:      simLease,
+			MinUseful:     simMinUseful,
+			RetryInterval: simRetry,
+			MaxWaiters:    64,
+			Mutations:     s.cfg.Mutations.Home,
+		},
+		Holder: delegation.Config{
+			MaxDrift:      simDrift,
+			MinUseful:     simMinUseful,
+			RetryInterval: simRetry,
+			Lease:         simLease,
+			Mutations:     s.cfg.Mutations.Holder,
+		},
+	}
+}
+
+// start boots the node's process: bump the incarnation (synced, unless the
+// mutation forgets it), restore from disk, and bootstrap or join.
+func (n *simNode) start(s *Sim, initial []msg.Member, seed *simNode) {
+	if !s.cfg.Mutations.IncarnationNotPersisted || n.disk.inc == 0 {
+		n.disk.inc++
+	}
+	n.gen++
+	n.paused = false
+	n.deferred = nil
+	n.lockers = make(map[uint64]*critical)
+	now := n.local(s.now)
+	st := n.disk.state()
+	marker := st.Learned != nil && n.disk.markers[st.Learned.Epoch.Number]
+	n.core = core.New(s.nodeConfig(n), now, st, marker)
+	s.trace("start %s inc=%d epoch=%v", n.id, n.disk.inc, learnedNumber(st.Learned))
+	switch {
+	case initial != nil:
+		n.apply(s, n.core.Bootstrap(now, initial))
+	case seed != nil:
+		n.apply(s, n.core.Join(now, seed.member))
+	default:
+		n.apply(s, n.core.Tick(now))
+	}
+}
+
+func learnedNumber(l *epoch.Learned) any {
+	if l == nil {
+		return "none"
+	}
+	return l.Epoch.Number
+}
+
+// apply carries out a Ready: sync writes, send messages, deliver events, and
+// arm the next tick.
+func (n *simNode) apply(s *Sim, rd core.Ready) {
+	for _, r := range rd.Acceptor {
+		if !s.cfg.Mutations.AcceptorNotPersisted {
+			n.disk.acceptor[r.Instance] = r
+		}
+	}
+	if rd.Learned != nil && !s.cfg.Mutations.LearnedNotPersisted {
+		l := *rd.Learned
+		n.disk.learned = &l
+		for i := range n.disk.acceptor {
+			if i <= l.Epoch.Number {
+				delete(n.disk.acceptor, i)
+			}
+		}
+	}
+	if rd.Learned != nil {
+		s.check.learned(n, *rd.Learned)
+	}
+	for _, g := range rd.GatePassed {
+		n.disk.markers[g] = true
+	}
+	for _, o := range rd.Msgs {
+		s.check.sent(n, o)
+		s.send(n, o)
+	}
+	for _, e := range rd.Events {
+		s.onEvent(n, e)
+	}
+	n.armTick(s)
+}
+
+func (n *simNode) armTick(s *Sim) {
+	d := n.core.NextDeadline()
+	if d.IsZero() {
+		return
+	}
+	at := n.trueAt(d)
+	if at.Before(s.now) {
+		at = s.now
+	}
+	at = at.Add(time.Microsecond)
+	// Keep the earliest pending tick; a later one replaces nothing.
+	if n.tickSeq != 0 && !at.Before(n.tickAt) {
+		return
+	}
+	e := &event{kind: evTick, node: n.idx, gen: n.gen}
+	s.at(at, e)
+	n.tickSeq, n.tickAt = e.seq, at
+}
+
+// crash ends the process: volatile state is gone, the disk stays.
+func (s *Sim) crash(n *simNode) {
+	if n.core == nil {
+		return
+	}
+	s.faults["crash"]++
+	s.trace("crash %s", n.id)
+	s.check.crashed(n)
+	n.core = nil
+	n.gen++
+	n.paused = false
+	n.deferred = nil
+	n.tickSeq = 0
+}
+
+// restart starts a crashed node again; a removed node joins again.
+func (s *Sim) restart(n *simNode) {
+	if n.core != nil {
+		return
+	}
+	s.faults["restart"]++
+	var seed *simNode
+	if n.removed {
+		seed = s.someLiveMember(n)
+	}
+	n.start(s, nil, seed)
+}
+
+func (s *Sim) pause(n *simNode) {
+	if n.core == nil || n.paused {
+		return
+	}
+	s.faults["pause"]++
+	s.trace("pause %s", n.id)
+	n.paused = true
+}
+
+func (s *Sim) resume(n *simNode) {
+	if n.core == nil || !n.paused {
+		return
+	}
+	s.trace("resume %s", n.id)
+	n.paused = false
+	d := n.deferred
+	n.deferred = nil
+	n.tickSeq = 0 // a deferred tick is re-queued under a new sequence number
+	for _, e := range d {
+		if e.kind != evTick {
+			s.at(s.now, e)
+		}
+	}
+	if n.core != nil {
+		n.apply(s, n.core.Tick(n.local(s.now)))
+	}
+}
+
+func (s *Sim) someLiveMember(except *simNode) *simNode {
+	for _, m := range s.nodes {
+		if m != except && m.core != nil && !m.removed {
+			return m
+		}
+	}
+	return nil
+}

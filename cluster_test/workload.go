@@ -1,0 +1,181 @@
+package clustertest
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/homelock/homelock/delegation"
+	"github.com/homelock/homelock/fence"
+)
+
+// critical is one locker's request and, once admitted, its critical section.
+type critical struct {
+	node    *simNode
+	gen     uint64
+	locker  uint64
+	key     string
+	started time.Time // true time of the Lock call
+	// Set on admission.
+	admitted bool
+	token    fence.Token
+	at       time.Time // true time of admission
+	expires  time.Time // on the holder's clock
+	read     int
+	readOK   bool
+	closed   bool
+	resolved bool
+}
+
+const (
+	simWait     = 3 * time.Second
+	simLockStop = 1500 * time.Millisecond // no new locks this close to the end
+)
+
+func (s *Sim) keyName(hot bool, i int) string {
+	if hot {
+		return fmt.Sprintf("hot-%d", i)
+	}
+	return fmt.Sprintf("cold-%d", i)
+}
+
+func (s *Sim) startWorkload() {
+	for _, n := range s.nodes {
+		for l := 0; l < s.cfg.Lockers; l++ {
+			s.scheduleLock(n, time.Duration(s.rng.Int64N(int64(200*time.Millisecond))))
+		}
+	}
+}
+
+func (s *Sim) scheduleLock(n *simNode, after time.Duration) {
+	if s.now.Add(after).After(simBase.Add(s.cfg.Duration - simLockStop)) {
+		return
+	}
+	s.at(s.now.Add(after), &event{kind: evLock, node: n.idx, gen: n.gen})
+}
+
+func (s *Sim) lockStart(n *simNode, e *event) {
+	key := s.keyName(false, s.rng.IntN(max(1, s.cfg.ColdKeys)))
+	if s.rng.Float64() < 0.6 && s.cfg.HotKeys > 0 {
+		key = s.keyName(true, s.rng.IntN(s.cfg.HotKeys))
+	}
+	n.nextID++
+	cs := &critical{node: n, gen: n.gen, locker: n.nextID, key: key, started: s.now}
+	n.lockers[cs.locker] = cs
+	var lease time.Duration
+	if s.rng.IntN(3) == 0 {
+		lease = 200*time.Millisecond + time.Duration(s.rng.Int64N(int64(800*time.Millisecond)))
+	}
+	now := n.local(s.now)
+	deadline := now.Add(simWait)
+	s.check.lockStarted(cs, n.trueAt(deadline))
+	n.apply(s, n.core.Lock(now, key, cs.locker, deadline, lease))
+}
+
+func (s *Sim) onEvent(n *simNode, e delegation.Event) {
+	switch e.Kind {
+	case delegation.Admitted:
+		cs := n.lockers[e.Locker]
+		if cs == nil {
+			return
+		}
+		cs.admitted, cs.token, cs.at, cs.expires = true, e.Token, s.now, e.Expires
+		cs.resolved = true
+		s.trace("admit %s %s locker=%d %s until=%v", n.id, cs.key, cs.locker, cs.token, n.trueAt(e.Expires).Sub(simBase))
+		s.check.admit(cs)
+		cs.read, cs.readOK = s.check.reg(cs.key).read(cs.token)
+		d := 200*time.Microsecond + time.Duration(s.rng.Int64N(int64(3*time.Millisecond)))
+		if s.rng.IntN(20) == 0 {
+			d = time.Duration(s.rng.Int64N(int64(400 * time.Millisecond)))
+		}
+		s.at(s.now.Add(d), &event{kind: evCSWrite, node: n.idx, gen: n.gen, cs: cs})
+	case delegation.Extended:
+		if cs := n.lockers[e.Locker]; cs != nil {
+			cs.expires = e.Expires
+		}
+	case delegation.Revoked:
+		if cs := n.lockers[e.Locker]; cs != nil {
+			s.trace("revoke %s %s locker=%d %s", n.id, cs.key, cs.locker, cs.token)
+			s.check.closeCS(cs)
+		}
+	case delegation.Failed:
+		cs := n.lockers[e.Locker]
+		if cs == nil {
+			return
+		}
+		s.trace("fail %s %s locker=%d reason=%d %s", n.id, cs.key, cs.locker, e.Reason, e.Detail)
+		cs.resolved = true
+		s.check.failed(cs, e)
+		delete(n.lockers, cs.locker)
+		s.scheduleLock(n, s.think())
+	case delegation.Settle, delegation.WaitFresh:
+		if e.Kind == delegation.Settle && s.now.Before(s.healedAt) && s.rng.IntN(50) == 0 {
+			s.faults["hook_hang"]++
+			return // the store's hook never returns: the home waits the lease out
+		}
+		d := time.Duration(s.rng.Int64N(int64(2 * time.Millisecond)))
+		s.at(s.now.Add(d), &event{kind: evHook, node: n.idx, gen: n.gen, hook: e})
+	}
+}
+
+func (s *Sim) think() time.Duration {
+	return time.Millisecond + time.Duration(s.rng.Int64N(int64(30*time.Millisecond)))
+}
+
+// csWrite ends a critical section: the fenced write of read+1, then Unlock.
+func (s *Sim) csWrite(n *simNode, cs *critical) {
+	// The store refuses a commit under a revoked or expired handle
+	// (Handle.Valid); the fence catches what that check cannot see.
+	valid := !cs.closed && n.local(s.now).Before(cs.expires)
+	if !valid {
+		s.trace("commit refused, handle expired %s %s %s", n.id, cs.key, cs.token)
+	}
+	if cs.readOK && valid {
+		if s.check.reg(cs.key).write(cs.token, cs.read+1) {
+			s.check.acked(cs)
+		} else {
+			s.trace("stale write refused %s %s %s", n.id, cs.key, cs.token)
+		}
+	}
+	s.check.closeCS(cs)
+	delete(n.lockers, cs.locker)
+	if rd, ok := n.core.Unlock(n.local(s.now), cs.key, cs.locker); ok {
+		n.apply(s, rd)
+	}
+	s.scheduleLock(n, s.think())
+}
+
+func (s *Sim) hookDone(n *simNode, e delegation.Event) {
+	now := n.local(s.now)
+	switch e.Kind {
+	case delegation.Settle:
+		barrier := []byte(fmt.Sprintf("%d", s.check.reg(e.Key).version))
+		n.apply(s, n.core.Settled(now, e.Key, e.Token, barrier, nil))
+	case delegation.WaitFresh:
+		n.apply(s, n.core.Fresh(now, e.Key, e.Token, nil))
+	}
+}
+
+// register is a fenced read-modify-write register: reads and writes carry a
+// token, and one below the highest seen is refused (the resource's check).
+type register struct {
+	value   int
+	highest fence.Token
+	version int
+}
+
+func (r *register) read(t fence.Token) (int, bool) {
+	if t.Less(r.highest) {
+		return 0, false
+	}
+	r.highest = t
+	return r.value, true
+}
+
+func (r *register) write(t fence.Token, v int) bool {
+	if t.Less(r.highest) {
+		return false
+	}
+	r.highest, r.value = t, v
+	r.version++
+	return true
+}

@@ -1,0 +1,333 @@
+package clustertest
+
+import (
+	"container/heap"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/homelock/homelock/delegation"
+	"github.com/homelock/homelock/epoch"
+	"github.com/homelock/homelock/fence"
+	"github.com/homelock/homelock/home"
+	"github.com/homelock/homelock/internal/core"
+	"github.com/homelock/homelock/msg"
+)
+
+// Protocol timings of simulated nodes, in virtual time.
+const (
+	simRetry      = 50 * time.Millisecond
+	simLease      = time.Second
+	simMinUseful  = 50 * time.Millisecond
+	simEpochLease = 3 * time.Second
+	simSkew       = 150 * time.Millisecond
+	simDrift      = 0.01
+	simPromise    = time.Second
+	simDownAfter  = time.Second
+)
+
+var simBase = time.Unix(1_000_000, 0)
+
+// Sim is one simulated cluster: nodes running the real state machines, a
+// hostile network, a workload and the invariant checkers, all driven by one
+// seeded RNG and virtual time.
+type Sim struct {
+	cfg   SimConfig
+	rng   *rand.Rand
+	now   time.Time // true time
+	seq   uint64
+	queue eventQueue
+
+	nodes []*simNode
+	net   network
+	check *checker
+
+	faults   map[string]int
+	nEvents  int
+	hash     uint64
+	recent   []string
+	recentAt int
+	stopped  bool
+	healedAt time.Time
+}
+
+type eventKind uint8
+
+const (
+	evDeliver eventKind = iota + 1
+	evTick
+	evLock
+	evCSWrite
+	evHook
+	evFault
+)
+
+type event struct {
+	at   time.Time
+	seq  uint64
+	kind eventKind
+	node int
+	env  msg.Envelope
+	// gen invalidates a node's events across a crash (its process is gone).
+	gen  uint64
+	cs   *critical
+	hook delegation.Event
+	run  func()
+}
+
+type eventQueue []*event
+
+func (q eventQueue) Len() int { return len(q) }
+func (q eventQueue) Less(i, j int) bool {
+	if !q[i].at.Equal(q[j].at) {
+		return q[i].at.Before(q[j].at)
+	}
+	return q[i].seq < q[j].seq
+}
+func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *eventQueue) Push(x any)   { *q = append(*q, x.(*event)) }
+func (q *eventQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+func (s *Sim) at(t time.Time, e *event) {
+	s.seq++
+	e.at, e.seq = t, s.seq
+	heap.Push(&s.queue, e)
+}
+
+// After runs f at virtual offset d from now (scripts use it).
+func (s *Sim) After(d time.Duration, f func()) {
+	s.at(s.now.Add(d), &event{kind: evFault, run: f})
+}
+
+func newSim(cfg SimConfig) *Sim {
+	if cfg.Nodes < 1 {
+		cfg.Nodes = 3
+	}
+	s := &Sim{
+		cfg:    cfg,
+		rng:    newRand(cfg.Seed),
+		now:    simBase,
+		faults: make(map[string]int),
+		hash:   14695981039346656037,
+	}
+	s.check = newChecker(s)
+	s.net = newNetwork()
+	s.recent = make([]string, 0, recentEvents)
+	var initial []msg.Member
+	for i := 0; i < cfg.Nodes; i++ {
+		n := s.addNode(i)
+		initial = append(initial, n.member)
+	}
+	msg.SortMembers(initial)
+	for _, n := range s.nodes {
+		n.start(s, initial, nil)
+	}
+	s.healedAt = simBase.Add(time.Duration(float64(cfg.Duration) * cfg.FaultFraction))
+	s.startWorkload()
+	if cfg.Script != nil {
+		cfg.Script(s)
+	} else {
+		s.scheduleFaults()
+	}
+	return s
+}
+
+// addNode creates node i with its own clock (offset and rate within the
+// drift bound) and an empty disk.
+func (s *Sim) addNode(i int) *simNode {
+	version := uint32(1)
+	if i < len(s.cfg.Versions) {
+		version = s.cfg.Versions[i]
+	}
+	n := &simNode{
+		idx:    i,
+		id:     msg.NodeID(fmt.Sprintf("n%d", i+1)),
+		rate:   1 + (s.rng.Float64()-0.5)*simDrift,
+		offset: time.Duration(s.rng.Int64N(int64(time.Hour))),
+		disk:   disk{store: s.rng.Uint64() | 1, acceptor: map[uint64]epoch.AcceptorRecord{}, markers: map[uint64]bool{}},
+	}
+	n.member = msg.Member{ID: n.id, Store: n.disk.store, Addr: string(n.id), Version: version}
+	s.nodes = append(s.nodes, n)
+	return n
+}
+
+func (s *Sim) run() {
+	end := simBase.Add(s.cfg.Duration)
+	for len(s.queue) > 0 && !s.stopped {
+		e := heap.Pop(&s.queue).(*event)
+		if e.at.After(end) {
+			break
+		}
+		s.now = e.at
+		s.nEvents++
+		s.dispatch(e)
+	}
+	if !s.stopped {
+		s.check.final()
+	}
+}
+
+func (s *Sim) dispatch(e *event) {
+	switch e.kind {
+	case evFault:
+		e.run()
+		return
+	}
+	n := s.nodes[e.node]
+	if n.core == nil || e.gen != n.gen {
+		return // the process that scheduled it is gone
+	}
+	if n.paused {
+		n.deferred = append(n.deferred, e)
+		return
+	}
+	switch e.kind {
+	case evDeliver:
+		s.trace("deliver %s->%s %s", e.env.From.ID, n.id, describe(e.env.Body))
+		n.apply(s, n.core.Receive(n.local(s.now), e.env))
+	case evTick:
+		if e.seq != n.tickSeq {
+			return
+		}
+		n.tickSeq = 0
+		n.apply(s, n.core.Tick(n.local(s.now)))
+	case evLock:
+		s.lockStart(n, e)
+	case evCSWrite:
+		s.csWrite(n, e.cs)
+	case evHook:
+		s.hookDone(n, e.hook)
+	}
+}
+
+// send puts one message on the network: dropped, duplicated, delayed or
+// held by a partition as the current faults say.
+func (s *Sim) send(from *simNode, o core.Outgoing) {
+	to := s.nodeByID(o.To.ID)
+	if to == nil {
+		return
+	}
+	if s.net.blocked(from.idx, to.idx) {
+		s.faults["partition_drop"]++
+		return
+	}
+	if s.rng.Float64() < s.net.drop {
+		s.faults["drop"]++
+		return
+	}
+	copies := 1
+	if s.rng.Float64() < s.net.dup {
+		s.faults["duplicate"]++
+		copies = 2
+	}
+	for c := 0; c < copies; c++ {
+		d := s.net.delay(s.rng)
+		if d > 5*time.Millisecond {
+			s.faults["delay"]++
+		}
+		s.at(s.now.Add(d), &event{kind: evDeliver, node: to.idx, env: o.Env, gen: to.gen})
+	}
+}
+
+func (s *Sim) nodeByID(id msg.NodeID) *simNode {
+	for _, n := range s.nodes {
+		if n.id == id {
+			return n
+		}
+	}
+	return nil
+}
+
+const recentEvents = 80
+
+// trace hashes every event (same seed, same trace) and keeps the last few.
+func (s *Sim) trace(format string, args ...any) {
+	line := fmt.Sprintf("%9.4fs "+format, append([]any{s.now.Sub(simBase).Seconds()}, args...)...)
+	h := fnv.New64a()
+	h.Write([]byte(line))
+	s.hash = s.hash*1099511628211 ^ h.Sum64()
+	if s.cfg.Trace {
+		s.recent = append(s.recent, line)
+		return
+	}
+	if len(s.recent) < recentEvents {
+		s.recent = append(s.recent, line)
+		return
+	}
+	s.recent[s.recentAt] = line
+	s.recentAt = (s.recentAt + 1) % recentEvents
+}
+
+func (s *Sim) lastEvents() []string {
+	if s.cfg.Trace || len(s.recent) < recentEvents {
+		return slices.Clone(s.recent)
+	}
+	return append(slices.Clone(s.recent[s.recentAt:]), s.recent[:s.recentAt]...)
+}
+
+func (s *Sim) result() Result {
+	r := Result{
+		Seed:       s.cfg.Seed,
+		Violations: s.check.violations,
+		Faults:     s.faults,
+		Admissions: s.check.admissions,
+		Acks:       s.check.acks,
+		Events:     s.nEvents,
+		TraceHash:  s.hash,
+	}
+	if r.Failed() || s.cfg.Trace {
+		r.Trace = s.lastEvents()
+	}
+	return r
+}
+
+func describe(b msg.Body) string {
+	switch m := b.(type) {
+	case msg.Acquire:
+		return fmt.Sprintf("acquire %s req=%v#%d", m.Key, m.Req, m.Attempt)
+	case msg.Grant:
+		return fmt.Sprintf("grant %s %s req=%v#%d lease=%v recalled=%v contended=%v", m.Key, m.Token, m.Req, m.Attempt, m.Lease, m.Recalled, m.Contended)
+	case msg.Release:
+		return fmt.Sprintf("release %s %s", m.Key, m.Token)
+	case msg.Recall:
+		return fmt.Sprintf("recall %s %s", m.Key, m.Token)
+	case msg.Renew:
+		return fmt.Sprintf("renew %s %s #%d", m.Key, m.Token, m.Attempt)
+	case msg.RenewReply:
+		return fmt.Sprintf("renew_reply %s %s #%d ok=%v", m.Key, m.Token, m.Attempt, m.OK)
+	case msg.Learn:
+		return fmt.Sprintf("learn e%d %v", m.Epoch.Number, memberIDs(m.Epoch))
+	case msg.Drained:
+		return fmt.Sprintf("drained %s %d->%d", m.Key, m.From, m.To)
+	case msg.DrainQuery:
+		return fmt.Sprintf("drain_query %s %d->%d", m.Key, m.From, m.To)
+	case msg.Wait:
+		return fmt.Sprintf("wait %s req=%v reason=%d", m.Key, m.Req, m.Reason)
+	}
+	return b.Kind().String()
+}
+
+func memberIDs(e msg.Epoch) []msg.NodeID {
+	ids := make([]msg.NodeID, len(e.Members))
+	for i, m := range e.Members {
+		ids[i] = m.ID
+	}
+	return ids
+}
+
+// tokenOf is a helper for checkers and scripts.
+func tokenOf(b msg.Body) (fence.Token, bool) {
+	if g, ok := b.(msg.Grant); ok {
+		return g.Token, true
+	}
+	return fence.Token{}, false
+}
+
+var _ = home.Stats{}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	clustertest "github.com/homelock/homelock/cluster_test"
+)
+
+type simReport struct {
+	Seeds          int            `json:"seeds"`
+	Violations     int            `json:"violations"`
+	SeedsPerSecond float64        `json:"seeds_per_second"`
+	WallSeconds    float64        `json:"wall_seconds"`
+	Faults         map[string]int `json:"faults"`
+	FailingSeeds   []uint64       `json:"failing_seeds,omitempty"`
+}
+
+func runSim(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	seeds := fs.Int("seeds", 1000, "number of seeds to run, starting at --first")
+	first := fs.Uint64("first", 1, "first seed")
+	seed := fs.Uint64("seed", 0, "run only this seed (a replay)")
+	nodes := fs.Int("nodes", 0, "initial nodes, 3 to 5 (default: varies by seed)")
+	trace := fs.Bool("trace", false, "print every event of the run (with --seed)")
+	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
+	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "seeds run in parallel")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *nodes != 0 && (*nodes < 3 || *nodes > 5) {
+		fmt.Fprintf(stderr, "homelock sim: --nodes must be 3 to 5, got %d\n", *nodes)
+		return 2
+	}
+	config := func(s uint64) clustertest.SimConfig {
+		c := clustertest.DefaultSimConfig(s)
+		if *nodes != 0 {
+			c.Nodes = *nodes
+		}
+		return c
+	}
+	if *seed != 0 {
+		c := config(*seed)
+		c.Trace = *trace
+		r := clustertest.Run(c)
+		if *trace {
+			for _, l := range r.Trace {
+				fmt.Fprintln(stdout, l)
+			}
+		}
+		if r.Failed() {
+			fmt.Fprint(stdout, r.Report())
+			return 1
+		}
+		fmt.Fprintf(stdout, "seed %d: no violation (%d events, %d admissions, %d acknowledged writes)\n", *seed, r.Events, r.Admissions, r.Acks)
+		return 0
+	}
+
+	var bar *progressbar.ProgressBar
+	if !*asJSON {
+		bar = progressbar.NewOptions(*seeds, progressbar.OptionSetWriter(stderr), progressbar.OptionShowCount(),
+			progressbar.OptionSetDescription("seeds"), progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionShowIts())
+	}
+	var (
+		mu      sync.Mutex
+		faults  = map[string]int{}
+		failing []clustertest.Result
+		next    atomic.Uint64
+		wg      sync.WaitGroup
+	)
+	next.Store(*first)
+	last := *first + uint64(*seeds)
+	start := time.Now()
+	for w := 0; w < max(1, *workers); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				s := next.Add(1) - 1
+				if s >= last {
+					return
+				}
+				r := clustertest.Run(config(s))
+				mu.Lock()
+				for k, v := range r.Faults {
+					if v > 0 {
+						faults[k]++
+					}
+				}
+				if r.Failed() {
+					failing = append(failing, r)
+				}
+				mu.Unlock()
+				if bar != nil {
+					_ = bar.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	if bar != nil {
+		_ = bar.Finish()
+		fmt.Fprintln(stderr)
+	}
+	sort.Slice(failing, func(i, j int) bool { return failing[i].Seed < failing[j].Seed })
+	rep := simReport{Seeds: *seeds, Violations: len(failing), SeedsPerSecond: float64(*seeds) / wall.Seconds(), WallSeconds: wall.Seconds(), Faults: faults}
+	for _, r := range failing {
+		rep.FailingSeeds = append(rep.FailingSeeds, r.Seed)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(rep)
+	} else {
+		fmt.Fprintf(stdout, "seeds run:        %d\nviolations:       %d\nseeds per second: %.1f\nwall time:        %v\n", rep.Seeds, rep.Violations, rep.SeedsPerSecond, wall.Round(time.Millisecond))
+		fmt.Fprintln(stdout, "schedules exercising each fault kind:")
+		kinds := make([]string, 0, len(faults))
+		for k := range faults {
+			kinds = append(kinds, k)
+		}
+		sort.Strings(kinds)
+		for _, k := range kinds {
+			fmt.Fprintf(stdout, "  %-18s %d\n", k, faults[k])
+		}
+		if len(failing) > 0 {
+			fmt.Fprint(stdout, "\n", failing[0].Report())
+		}
+	}
+	if len(failing) > 0 {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,105 @@
+package delegation
+
+import (
+	"time"
+
+	"github.com/homelock/homelock/fence"
+	"github.com/homelock/homelock/msg"
+)
+
+// Config configures one node's holder machine.
+type Config struct {
+	Self msg.Member
+	Inc  uint64
+	// MaxDrift shortens every lease the holder measures, so that the holder
+	// always expires before its home (holder first).
+	MaxDrift float64
+	// MinUseful: a Grant that arrives later than anchor + lease − MinUseful is
+	// not used, and no critical section is admitted with less lease left.
+	MinUseful time.Duration
+	// RetryInterval is how often an unanswered Acquire or Renew is resent.
+	RetryInterval time.Duration
+	// Lease is the delegation lease to ask for.
+	Lease time.Duration
+	// Mutations switch safety rules off in tests; never set outside them.
+	Mutations Mutations
+}
+
+// Mutations are test-only switches that break one holder rule each.
+type Mutations struct {
+	// AnchorAtReceipt measures a lease from the Grant's receipt, not from the
+	// send of the attempt it echoes (H6, H22).
+	AnchorAtReceipt bool
+	// AdmitRecalledGrant uses a Grant whose Recall overtook it (H6).
+	AdmitRecalledGrant bool
+	// OwnBarrier releases with an empty barrier even when nothing was
+	// admitted, instead of passing the inherited one on (H18).
+	OwnBarrier bool
+	// UntaggedHooks accepts a hook completion for any token (H20).
+	UntaggedHooks bool
+}
+
+// EventKind says what an Event reports.
+type EventKind uint8
+
+const (
+	// Admitted: locker may run its critical section until Expires.
+	Admitted EventKind = iota + 1
+	// Extended: the admitted locker's expiry moved to Expires (a renewal).
+	Extended
+	// Revoked: the locker's lease ran out (or the delegation was lost); a write
+	// under it must not commit.
+	Revoked
+	// Failed: the locker will not be admitted; Reason says why.
+	Failed
+	// Settle asks the driver to run the store's barrier hook for (Key, Token)
+	// with the inherited Barrier, bounded by Deadline, and report Settled.
+	Settle
+	// WaitFresh asks the driver to run the store's wait hook for Barrier before
+	// the first admission under Token, bounded by Deadline, and report Fresh.
+	WaitFresh
+)
+
+// Reason says why a locker failed or was revoked.
+type Reason uint8
+
+const (
+	ReasonTimeout     Reason = iota + 1 // still queued behind a holder at the deadline
+	ReasonUnavailable                   // no liveness, gate, not a member, version mismatch, no answer
+	ReasonTooMany                       // a delegation cap was reached
+	ReasonLeaseExpired
+	ReasonHookFailed
+)
+
+// Event is one thing the driver must tell a locker or do for the store.
+type Event struct {
+	Kind     EventKind
+	Key      string
+	Locker   uint64
+	Token    fence.Token
+	Expires  time.Time
+	Signed   []byte
+	Barrier  []byte
+	Deadline time.Time
+	Reason   Reason
+	// Detail says more for a human (which home, which refusal).
+	Detail string
+}
+
+// Output is what the machine asks its driver to do.
+type Output struct {
+	Msgs   []msg.Envelope
+	Events []Event
+}
+
+// Stats are the holder's counters and gauges.
+type Stats struct {
+	Held       int // delegations held now
+	Pending    int // keys with an outstanding Acquire
+	Deferred   int // lockers queued locally
+	Admissions uint64
+	LocalFast  uint64 // admissions with zero messages
+	Releases   uint64
+	Expired    uint64 // delegations that ran out on the holder
+	Unused     uint64 // grants released without use (late, recalled, withdrawn)
+}

@@ -1,0 +1,104 @@
+package delegation
+
+import "time"
+
+// TryAdmit is the fast path: if this node holds key's delegation, nobody is
+// admitted or queued, and the lease has room, it admits locker at once with
+// zero messages and no allocation.
+func (m *Machine) TryAdmit(now time.Time, key string, locker uint64, lease time.Duration) (Event, bool) {
+	ks := m.keys[key]
+	if ks == nil || ks.active != nil || len(ks.queue) > 0 || !m.canAdmit(now, ks) {
+		return Event{}, false
+	}
+	m.stats.LocalFast++
+	return m.admit(now, key, ks, locker, lease), true
+}
+
+// Lock queues locker for key until deadline; an Admitted or Failed event
+// answers it. lease bounds its critical section (0: the delegation's).
+func (m *Machine) Lock(now time.Time, key string, locker uint64, deadline time.Time, lease time.Duration) {
+	if ev, ok := m.TryAdmit(now, key, locker, lease); ok {
+		m.event(ev)
+		return
+	}
+	ks := m.keys[key]
+	if ks == nil {
+		ks = &keyState{left: -1}
+		m.keys[key] = ks
+	}
+	ks.queue = append(ks.queue, localWaiter{locker: locker, deadline: deadline, lease: lease})
+	m.service(now, key, ks)
+}
+
+// Unlock ends locker's critical section (a no-op if it is not admitted). It
+// reports whether the fast path sufficed (nothing else to do).
+func (m *Machine) Unlock(now time.Time, key string, locker uint64) bool {
+	ks := m.keys[key]
+	if ks == nil || ks.active == nil || ks.active.locker != locker {
+		return true
+	}
+	ks.active = nil
+	if len(ks.queue) == 0 && ks.left != 0 {
+		return true
+	}
+	m.service(now, key, ks)
+	return false
+}
+
+// Cancel withdraws a queued locker (its context ended); no event follows.
+func (m *Machine) Cancel(now time.Time, key string, locker uint64) {
+	ks := m.keys[key]
+	if ks == nil {
+		return
+	}
+	for i, w := range ks.queue {
+		if w.locker == locker {
+			ks.queue = append(ks.queue[:i], ks.queue[i+1:]...)
+			m.service(now, key, ks)
+			return
+		}
+	}
+	if ks.active != nil && ks.active.locker == locker {
+		m.Unlock(now, key, locker)
+	}
+}
+
+// canAdmit: a delegation, fresh, not draining, with more than MinUseful left.
+// A holder whose renewal is outstanding near expiry is in OWNERSHIP_UNKNOWN
+// and admits nothing.
+func (m *Machine) canAdmit(now time.Time, ks *keyState) bool {
+	return ks.phase == held && ks.fresh && !ks.settling && ks.left != 0 &&
+		ks.expires.Sub(now) > m.cfg.MinUseful
+}
+
+func (m *Machine) admit(now time.Time, key string, ks *keyState, locker uint64, lease time.Duration) Event {
+	end := ks.expires
+	if lease > 0 && now.Add(lease).Before(end) {
+		end = now.Add(lease)
+	}
+	h := &handle{locker: locker, leaseEnd: ks.expires}
+	if lease > 0 {
+		h.leaseEnd = now.Add(lease)
+	}
+	ks.active = h
+	ks.admitted++
+	if ks.left > 0 {
+		ks.left--
+	}
+	m.stats.Admissions++
+	if ks.wake.IsZero() || end.Before(ks.wake) {
+		m.schedule(key, ks, end)
+	}
+	if m.needsRenew(now, ks) {
+		m.schedule(key, ks, now)
+	}
+	return Event{Kind: Admitted, Key: key, Locker: locker, Token: ks.token, Expires: end, Signed: ks.signed}
+}
+
+// handleEnd is when the admitted critical section must stop.
+func (ks *keyState) handleEnd() time.Time {
+	if ks.active.leaseEnd.Before(ks.expires) {
+		return ks.active.leaseEnd
+	}
+	return ks.expires
+}

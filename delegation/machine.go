@@ -1,0 +1,185 @@
+package delegation
+
+import (
+	"time"
+
+	"github.com/homelock/homelock/epoch"
+	"github.com/homelock/homelock/fence"
+	"github.com/homelock/homelock/internal/deadline"
+	"github.com/homelock/homelock/msg"
+)
+
+// Machine is the holder side for every key this node locks (see doc.go).
+type Machine struct {
+	cfg    Config
+	ring   *epoch.Ring
+	keys   map[string]*keyState
+	seq    uint64
+	timers deadline.Heap
+	stats  Stats
+	out    Output
+}
+
+// phase of one key at this holder.
+type phase uint8
+
+const (
+	idle      phase = iota // no delegation, no request
+	requested              // an Acquire is outstanding
+	held                   // a delegation is held (maybe recalled, maybe settling)
+)
+
+type keyState struct {
+	phase phase
+
+	// The outstanding request (phase requested).
+	req        msg.RequestID
+	target     msg.Member
+	attempts   attemptLog
+	nextSend   time.Time
+	waitReason msg.WaitReason
+	detail     string
+	// earlyRecall is a Recall that overtook its Grant (H6).
+	earlyRecall fence.Token
+
+	// The delegation (phase held).
+	token     fence.Token
+	issuer    msg.Member
+	issuerInc uint64
+	expires   time.Time // on this holder's clock, shortened by drift
+	lease     time.Duration
+	inherited []byte // barrier received with the grant
+	signed    []byte
+	fresh     bool // the store's wait hook returned for inherited
+	freshAsk  bool
+	admitted  int
+	// left is how many more critical sections may start (-1: unlimited); a
+	// contended grant allows one, a recall none.
+	left     int
+	settling bool
+	renews   attemptLog
+	renewAt  time.Time
+
+	// The last token released, to answer a repeated Recall with the same Release.
+	lastToken   fence.Token
+	lastBarrier []byte
+	lastSent    bool
+	releasedAt  time.Time
+
+	// Local lockers: the one admitted and those queued (FIFO).
+	active *handle
+	queue  []localWaiter
+
+	wake time.Time
+}
+
+type handle struct {
+	locker   uint64
+	leaseEnd time.Time
+}
+
+type localWaiter struct {
+	locker   uint64
+	deadline time.Time
+	lease    time.Duration
+}
+
+// New returns a holder for incarnation cfg.Inc.
+func New(cfg Config) *Machine {
+	return &Machine{cfg: cfg, keys: make(map[string]*keyState)}
+}
+
+// Ready returns what the inputs since the last call asked for and resets it.
+func (m *Machine) Ready() Output {
+	o := m.out
+	m.out = Output{}
+	return o
+}
+
+func (m *Machine) send(to msg.NodeID, body msg.Body) {
+	m.out.Msgs = append(m.out.Msgs, msg.Envelope{To: to, Body: body})
+}
+
+func (m *Machine) event(e Event) { m.out.Events = append(m.out.Events, e) }
+
+// shorten applies the drift bound to a lease measured on this clock.
+func (m *Machine) shorten(d time.Duration) time.Duration {
+	return d - time.Duration(float64(d)*m.cfg.MaxDrift)
+}
+
+// OnEpoch retargets outstanding requests at the keys' homes in the new epoch.
+func (m *Machine) OnEpoch(now time.Time, e msg.Epoch) {
+	m.ring = epoch.NewRing(e)
+	for key, ks := range m.keys {
+		if ks.phase != requested {
+			continue
+		}
+		if h, ok := m.ring.Home(key); ok && !h.Same(ks.target) {
+			ks.target = h
+			ks.nextSend = now
+			m.service(now, key, ks)
+		}
+	}
+}
+
+// Tick runs what is due at now.
+func (m *Machine) Tick(now time.Time) {
+	for {
+		key, ok := m.timers.PopDue(now)
+		if !ok {
+			return
+		}
+		if ks := m.keys[key]; ks != nil {
+			ks.wake = time.Time{}
+			m.service(now, key, ks)
+		}
+	}
+}
+
+// NextDeadline is when Tick next has work; zero when none.
+func (m *Machine) NextDeadline() time.Time { return m.timers.Next() }
+
+func (m *Machine) schedule(key string, ks *keyState, at time.Time) {
+	if at.IsZero() || (!ks.wake.IsZero() && !ks.wake.After(at)) {
+		return
+	}
+	ks.wake = at
+	m.timers.Add(at, key)
+}
+
+// Stats returns the holder's counters.
+func (m *Machine) Stats() Stats {
+	s := m.stats
+	for _, ks := range m.keys {
+		switch ks.phase {
+		case held:
+			s.Held++
+		case requested:
+			s.Pending++
+		}
+		s.Deferred += len(ks.queue)
+	}
+	return s
+}
+
+// Holding reports the delegation this node holds for key, for checkers:
+// its token, its expiry on this node's clock, and whether a critical section
+// is admitted.
+func (m *Machine) Holding(key string) (tok fence.Token, expires time.Time, active bool, ok bool) {
+	ks := m.keys[key]
+	if ks == nil || ks.phase != held {
+		return fence.Token{}, time.Time{}, false, false
+	}
+	return ks.token, ks.expires, ks.active != nil, true
+}
+
+// ClockJump drops every delegation this node holds at once: its clock can no
+// longer be trusted to expire them before their homes do (H9).
+func (m *Machine) ClockJump(now time.Time) {
+	for key, ks := range m.keys {
+		if ks.phase == held {
+			m.lose(now, ks, key, "clock jump")
+			m.service(now, key, ks)
+		}
+	}
+}

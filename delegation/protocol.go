@@ -1,0 +1,203 @@
+package delegation
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/homelock/homelock/fence"
+	"github.com/homelock/homelock/msg"
+)
+
+// Grant installs a delegation if it answers the outstanding request in time;
+// any other Grant is answered with a Release of its token, so a lost or late
+// reply never leaves a second holder (H6).
+func (m *Machine) Grant(now time.Time, env msg.Envelope, g msg.Grant) {
+	ks := m.keys[g.Key]
+	if ks != nil && ks.phase == held && ks.token == g.Token {
+		return // a duplicate of what we hold
+	}
+	if ks == nil || ks.phase != requested || ks.req != g.Req {
+		m.stats.Unused++
+		m.send(env.From.ID, msg.Release{Key: g.Key, Token: g.Token, Barrier: g.Barrier})
+		return
+	}
+	anchor, ok := ks.attempts.sentAt(g.Attempt)
+	if m.cfg.Mutations.AnchorAtReceipt {
+		anchor, ok = now, true
+	}
+	lease := m.shorten(g.Lease)
+	expires := anchor.Add(lease)
+	recalled := g.Recalled || (ks.earlyRecall == g.Token && !m.cfg.Mutations.AdmitRecalledGrant)
+	if !ok || recalled || expires.Sub(now) <= m.cfg.MinUseful {
+		// Late, unanchored or recalled before it arrived: use nothing, give it
+		// back, and ask again if lockers still wait.
+		m.stats.Unused++
+		m.send(env.From.ID, msg.Release{Key: g.Key, Token: g.Token, Barrier: g.Barrier})
+		ks.phase, ks.req = idle, msg.RequestID{}
+		m.service(now, g.Key, ks)
+		return
+	}
+	ks.phase = held
+	ks.req = msg.RequestID{}
+	ks.token, ks.issuer, ks.issuerInc = g.Token, env.From, env.FromInc
+	ks.expires, ks.lease = expires, g.Lease
+	ks.inherited, ks.signed = g.Barrier, g.Signed
+	ks.admitted, ks.left = 0, -1
+	if g.Contended {
+		ks.left = 1
+	}
+	ks.fresh = len(g.Barrier) == 0
+	if !ks.fresh {
+		ks.freshAsk = true
+		m.event(Event{Kind: WaitFresh, Key: g.Key, Token: g.Token, Barrier: g.Barrier, Deadline: expires})
+	}
+	m.service(now, g.Key, ks)
+}
+
+// Wait records why the outstanding request is queued.
+func (m *Machine) Wait(now time.Time, w msg.Wait) {
+	if ks := m.keys[w.Key]; ks != nil && ks.phase == requested && ks.req == w.Req {
+		ks.waitReason, ks.detail = w.Reason, ""
+	}
+}
+
+// NotHome: the receiver is not the key's home in its epoch. The driver brings
+// the epochs in line; the request is retargeted and resent at its next retry.
+func (m *Machine) NotHome(now time.Time, env msg.Envelope, n msg.NotHome) {
+	ks := m.keys[n.Key]
+	if ks == nil || ks.phase != requested || ks.req != n.Req {
+		return
+	}
+	ks.detail = fmt.Sprintf("node %s is not the key's home in epoch %d", env.From.ID, env.Epoch)
+	if m.ring != nil {
+		if h, ok := m.ring.Home(n.Key); ok && !h.Same(ks.target) {
+			ks.target = h
+			ks.nextSend = now
+			m.service(now, n.Key, ks)
+		}
+	}
+}
+
+// Refused fails every local locker waiting on the request.
+func (m *Machine) Refused(now time.Time, env msg.Envelope, r msg.Refused) {
+	ks := m.keys[r.Key]
+	if ks == nil || ks.phase != requested || ks.req != r.Req {
+		return
+	}
+	reason := ReasonUnavailable
+	if r.Reason == msg.RefusedTooManyDelegations {
+		reason = ReasonTooMany
+	}
+	detail := fmt.Sprintf("home %s refused: %s", env.From.ID, r.Reason)
+	for _, w := range ks.queue {
+		m.event(Event{Kind: Failed, Key: r.Key, Locker: w.locker, Reason: reason, Detail: detail})
+	}
+	ks.queue = nil
+	ks.phase, ks.req = idle, msg.RequestID{}
+	m.service(now, r.Key, ks)
+}
+
+// Recall: stop admitting, drain after the admitted critical section ends. A
+// Recall that overtakes its Grant marks the request; a Recall for a token no
+// longer held is answered with that token's Release again.
+func (m *Machine) Recall(now time.Time, env msg.Envelope, r msg.Recall) {
+	ks := m.keys[r.Key]
+	switch {
+	case ks != nil && ks.phase == held && ks.token == r.Token:
+		ks.left = 0
+		m.service(now, r.Key, ks)
+	case ks != nil && ks.phase == requested:
+		ks.earlyRecall = r.Token
+	case ks != nil && ks.lastToken == r.Token:
+		if ks.lastSent {
+			m.send(env.From.ID, msg.Release{Key: r.Key, Token: r.Token, Barrier: ks.lastBarrier})
+		}
+	default:
+		// Never held here: releasing it is what its home needs.
+		m.send(env.From.ID, msg.Release{Key: r.Key, Token: r.Token})
+	}
+}
+
+// RenewReply extends the delegation from the send of the attempt it echoes;
+// a refusal counts as a Recall.
+func (m *Machine) RenewReply(now time.Time, r msg.RenewReply) {
+	ks := m.keys[r.Key]
+	if ks == nil || ks.phase != held || ks.token != r.Token {
+		return
+	}
+	if !r.OK {
+		ks.left = 0
+		m.service(now, r.Key, ks)
+		return
+	}
+	sent, ok := ks.renews.sentAt(r.Attempt)
+	if !ok {
+		return
+	}
+	if e := sent.Add(m.shorten(r.Lease)); e.After(ks.expires) {
+		ks.expires = e
+		ks.lease = r.Lease
+		ks.renewAt = time.Time{}
+		if ks.active != nil {
+			m.event(Event{Kind: Extended, Key: r.Key, Locker: ks.active.locker, Token: ks.token, Expires: ks.handleEnd()})
+		}
+	}
+	m.service(now, r.Key, ks)
+}
+
+// Settled reports the store's barrier hook for (key, token). A completion for
+// any other token is dropped (H20); a failed hook sends no Release.
+func (m *Machine) Settled(now time.Time, key string, tok fence.Token, barrier []byte, err error) {
+	ks := m.keys[key]
+	if ks == nil || ks.phase != held || !ks.settling || (ks.token != tok && !m.cfg.Mutations.UntaggedHooks) {
+		return
+	}
+	if err != nil {
+		m.lose(now, ks, key, "settle hook failed: "+err.Error())
+		m.service(now, key, ks)
+		return
+	}
+	m.release(now, key, ks, barrier)
+	m.service(now, key, ks)
+}
+
+// Fresh reports the store's wait hook for (key, token): the successor may
+// admit once the store caught up with the inherited barrier.
+func (m *Machine) Fresh(now time.Time, key string, tok fence.Token, err error) {
+	ks := m.keys[key]
+	if ks == nil || ks.phase != held || ks.token != tok || !ks.freshAsk {
+		return
+	}
+	ks.freshAsk = false
+	if err != nil {
+		for _, w := range ks.queue {
+			m.event(Event{Kind: Failed, Key: key, Locker: w.locker, Reason: ReasonHookFailed, Detail: "wait-fresh hook: " + err.Error()})
+		}
+		ks.queue = nil
+		m.release(now, key, ks, ks.inherited)
+		m.service(now, key, ks)
+		return
+	}
+	ks.fresh = true
+	m.service(now, key, ks)
+}
+
+// Reclaim answers a restarted home (env.FromInc is its new incarnation): the
+// delegations held from its earlier incarnations, which it adopts. Requests
+// and renewals outstanding at it are restarted; the driver discards replies
+// from its older incarnations from now on (H1, H11).
+func (m *Machine) Reclaim(now time.Time, env msg.Envelope) {
+	var kept []msg.HeldDelegation
+	for key, ks := range m.keys {
+		switch {
+		case ks.phase == held && ks.issuer.ID == env.From.ID && ks.issuerInc < env.FromInc:
+			kept = append(kept, msg.HeldDelegation{Key: key, Token: ks.token, Remaining: ks.expires.Sub(now), Barrier: ks.inherited})
+			ks.issuer, ks.issuerInc = env.From, env.FromInc
+			ks.renewAt = time.Time{}
+		case ks.phase == requested && ks.target.ID == env.From.ID:
+			ks.nextSend = now
+			m.service(now, key, ks)
+		}
+	}
+	m.send(env.From.ID, msg.ReclaimAnswer{ForInc: env.FromInc, Held: kept})
+}

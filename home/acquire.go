@@ -1,0 +1,276 @@
+package home
+
+import (
+	"time"
+
+	"github.com/homelock/homelock/fence"
+	"github.com/homelock/homelock/msg"
+)
+
+// Acquire handles a request from env.From, whose header epoch the driver has
+// checked equals ours.
+func (m *Machine) Acquire(now time.Time, env msg.Envelope, a msg.Acquire) {
+	cur := m.current()
+	if cur == nil {
+		m.send(env.From.ID, msg.Wait{Key: a.Key, Req: a.Req, Attempt: a.Attempt, Reason: msg.WaitLiveness})
+		return
+	}
+	if !m.IsHome(a.Key) {
+		m.send(env.From.ID, msg.NotHome{Key: a.Key, Req: a.Req})
+		return
+	}
+	if reason, ok := m.admissible(cur, env); !ok {
+		m.stats.Refused++
+		m.send(env.From.ID, msg.Refused{Key: a.Key, Req: a.Req, Reason: reason})
+		return
+	}
+	ke := m.entry(a.Key)
+	if d := ke.deleg; d != nil && d.req == a.Req && d.holder.Same(env.From) {
+		// A retransmission: the same grant while it is live, never a second
+		// holder (a lost reply). It echoes the attempt it first answered (H6).
+		m.sendGrant(a.Key, d)
+		return
+	}
+	w := m.waiterFor(ke, env.From)
+	if w == nil {
+		if m.cfg.MaxWaiters > 0 && len(ke.waiters) >= m.cfg.MaxWaiters {
+			m.stats.Refused++
+			m.send(env.From.ID, msg.Refused{Key: a.Key, Req: a.Req, Reason: msg.RefusedTooManyDelegations})
+			return
+		}
+		w = &waiter{from: env.From}
+		ke.waiters = append(ke.waiters, w)
+	}
+	if w.req.Less(a.Req) || w.req == a.Req {
+		w.req, w.attempt, w.lease, w.fromInc = a.Req, a.Attempt, a.Lease, env.FromInc
+	}
+	w.lastHeard = now
+	if reason := m.serve(now, a.Key, ke); reason != 0 && m.stillWaiting(ke, env.From, a.Req) {
+		m.send(env.From.ID, msg.Wait{Key: a.Key, Req: a.Req, Attempt: a.Attempt, Reason: reason})
+	}
+}
+
+// admissible applies the membership and version rules to a requester.
+func (m *Machine) admissible(cur *epochView, env msg.Envelope) (msg.RefuseReason, bool) {
+	mem, ok := cur.e.Member(env.From.ID)
+	if !ok || mem.Store != env.From.Store {
+		return msg.RefusedNotMember, false
+	}
+	// Versions match exactly, both as advertised in the epoch and as spoken.
+	if mem.Version != m.cfg.Self.Version || env.Version != m.cfg.Self.Version {
+		return msg.RefusedVersion, false
+	}
+	return 0, true
+}
+
+func (m *Machine) waiterFor(ke *entry, from msg.Member) *waiter {
+	for _, w := range ke.waiters {
+		if w.from.ID == from.ID {
+			return w
+		}
+	}
+	return nil
+}
+
+func (m *Machine) stillWaiting(ke *entry, from msg.Member, req msg.RequestID) bool {
+	w := m.waiterFor(ke, from)
+	return w != nil && w.req == req
+}
+
+// serve brings key's state up to date at now: expiry, stale waiters, moved
+// keys, recalls, grants, DrainQueries. It returns why the head waiter (if any)
+// still waits.
+func (m *Machine) serve(now time.Time, key string, ke *entry) msg.WaitReason {
+	if d := ke.deleg; d != nil && !now.Before(d.expires) {
+		m.free(now, ke, false, nil)
+	}
+	m.dropStaleWaiters(now, ke)
+	home := m.IsHome(key)
+	if !home && len(ke.waiters) > 0 {
+		for _, w := range ke.waiters {
+			m.send(w.from.ID, msg.NotHome{Key: key, Req: w.req})
+		}
+		ke.waiters = nil
+	}
+	m.answerQueries(now, key, ke)
+
+	var reason msg.WaitReason
+	switch d := ke.deleg; {
+	case d != nil:
+		if !d.recalled && (len(ke.waiters) > 0 || !home || !m.holderIsMember(d)) {
+			d.recalled = true
+			m.stats.Recalls++
+			m.send(d.holder.ID, msg.Recall{Key: key, Token: d.token})
+		}
+		m.schedule(key, ke, d.expires)
+		reason = msg.WaitHolder
+	case len(ke.waiters) > 0:
+		reason = m.tryGrant(now, key, ke)
+	}
+	if len(ke.waiters) > 0 {
+		m.schedule(key, ke, ke.waiters[0].lastHeard.Add(StaleWaiters*m.cfg.RetryInterval))
+	}
+	m.gc(now, key, ke)
+	return reason
+}
+
+func (m *Machine) holderIsMember(d *delegation) bool {
+	if m.cfg.Mutations.RenewNonMembers {
+		return true
+	}
+	cur := m.current()
+	return cur != nil && cur.e.Has(d.holder)
+}
+
+func (m *Machine) dropStaleWaiters(now time.Time, ke *entry) {
+	kept := ke.waiters[:0]
+	for _, w := range ke.waiters {
+		if now.Sub(w.lastHeard) < StaleWaiters*m.cfg.RetryInterval {
+			kept = append(kept, w)
+		}
+	}
+	clear(ke.waiters[len(kept):])
+	ke.waiters = kept
+}
+
+// tryGrant grants the key to its oldest waiter if the gate, liveness and caps
+// allow, and says what blocks it otherwise.
+func (m *Machine) tryGrant(now time.Time, key string, ke *entry) msg.WaitReason {
+	if gate, from := m.gateFor(key, ke); gate.After(now) {
+		m.schedule(key, ke, gate)
+		m.queryDrain(now, key, ke, from)
+		return msg.WaitGate
+	}
+	if !m.isLive(now) {
+		m.needLiveness[key] = struct{}{}
+		return msg.WaitLiveness
+	}
+	i := 0
+	if m.cfg.Mutations.LIFO {
+		i = len(ke.waiters) - 1
+	}
+	w := ke.waiters[i]
+	if m.atCap(w.from.ID) {
+		ke.waiters = append(ke.waiters[:i], ke.waiters[i+1:]...)
+		m.stats.Refused++
+		m.send(w.from.ID, msg.Refused{Key: key, Req: w.req, Reason: msg.RefusedTooManyDelegations})
+		return 0
+	}
+	ke.waiters = append(ke.waiters[:i], ke.waiters[i+1:]...)
+	m.grant(now, key, ke, w)
+	return msg.WaitHolder
+}
+
+func (m *Machine) atCap(holder msg.NodeID) bool {
+	return (m.cfg.MaxDelegations > 0 && m.live >= m.cfg.MaxDelegations) ||
+		(m.cfg.MaxPerRequester > 0 && m.byHold[holder] >= m.cfg.MaxPerRequester)
+}
+
+func (m *Machine) grant(now time.Time, key string, ke *entry, w *waiter) {
+	cur := m.current()
+	lease := w.lease
+	if lease <= 0 || lease > m.cfg.MaxLease {
+		lease = m.cfg.MaxLease
+	}
+	// Delegations never outlive the home's liveness: that is what lets a new
+	// epoch's gate bound every delegation of the old one.
+	if left := m.liveUntil.Sub(now); lease > left {
+		lease = left
+	}
+	m.counter++
+	d := &delegation{
+		holder:    w.from,
+		holderInc: w.fromInc,
+		req:       w.req,
+		attempt:   w.attempt,
+		token:     fence.Token{Epoch: cur.e.Number, Incarnation: m.cfg.Inc, Counter: m.counter},
+		lease:     lease,
+		expires:   now.Add(lease + m.cfg.Skew),
+		barrier:   ke.barrier,
+		contended: len(ke.waiters) > 0,
+	}
+	if m.cfg.Sign != nil {
+		d.signed = m.cfg.Sign(GrantInfo{Key: key, Holder: w.from, Req: w.req, Token: d.token, Epoch: cur.e.Number, Lease: lease})
+	}
+	ke.deleg = d
+	m.live++
+	m.byHold[w.from.ID]++
+	m.stats.Grants++
+	m.sendGrant(key, d)
+	// A contended grant already tells the holder to drain after one critical
+	// section; no separate Recall is needed for the waiters queued now.
+	d.recalled = d.contended
+	m.schedule(key, ke, d.expires)
+}
+
+func (m *Machine) sendGrant(key string, d *delegation) {
+	m.send(d.holder.ID, msg.Grant{
+		Key: key, Req: d.req, Attempt: d.attempt, Token: d.token, Lease: d.lease,
+		Barrier: d.barrier, Recalled: d.recalled && !d.contended, Contended: d.contended, Signed: d.signed,
+	})
+}
+
+// Release frees the delegation with exactly this token, from whoever sends it.
+func (m *Machine) Release(now time.Time, r msg.Release) {
+	ke := m.keys[r.Key]
+	if ke == nil || ke.deleg == nil || ke.deleg.token != r.Token {
+		return
+	}
+	m.free(now, ke, true, r.Barrier)
+	m.serve(now, r.Key, ke)
+}
+
+// Withdraw drops a queued request; a delegation already granted to it is
+// freed too, since its holder will refuse to use it.
+func (m *Machine) Withdraw(now time.Time, env msg.Envelope, w msg.Withdraw) {
+	ke := m.keys[w.Key]
+	if ke == nil {
+		return
+	}
+	for i, q := range ke.waiters {
+		if q.from.ID == env.From.ID && q.req == w.Req {
+			ke.waiters = append(ke.waiters[:i], ke.waiters[i+1:]...)
+			break
+		}
+	}
+	if d := ke.deleg; d != nil && d.req == w.Req && d.holder.Same(env.From) {
+		m.free(now, ke, true, nil)
+	}
+	m.serve(now, w.Key, ke)
+}
+
+// Renew extends a delegation only while nobody waits, the key is still ours
+// and the holder is still a member; a refusal counts as a recall.
+func (m *Machine) Renew(now time.Time, env msg.Envelope, r msg.Renew) {
+	ke := m.keys[r.Key]
+	if ke == nil || ke.deleg == nil || ke.deleg.token != r.Token || !ke.deleg.holder.Same(env.From) {
+		// Not ours (anymore): refuse, so the holder drains rather than trusts it.
+		m.send(env.From.ID, msg.RenewReply{Key: r.Key, Token: r.Token, Attempt: r.Attempt})
+		return
+	}
+	d := ke.deleg
+	if d.recalled || len(ke.waiters) > 0 || !m.IsHome(r.Key) || !m.holderIsMember(d) {
+		if !d.recalled {
+			d.recalled = true
+			m.stats.Recalls++
+		}
+		m.send(env.From.ID, msg.RenewReply{Key: r.Key, Token: r.Token, Attempt: r.Attempt})
+		return
+	}
+	lease := r.Lease
+	if lease <= 0 || lease > m.cfg.MaxLease {
+		lease = m.cfg.MaxLease
+	}
+	if left := m.liveUntil.Sub(now); lease > left {
+		lease = left
+	}
+	if lease < m.cfg.MinUseful {
+		// No liveness to extend with; the holder retries and, near its
+		// expiry, stops admitting.
+		return
+	}
+	d.expires = later(d.expires, now.Add(lease+m.cfg.Skew))
+	d.lease = lease
+	m.send(env.From.ID, msg.RenewReply{Key: r.Key, Token: r.Token, Attempt: r.Attempt, OK: true, Lease: lease})
+	m.schedule(r.Key, ke, d.expires)
+}

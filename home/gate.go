@@ -1,0 +1,196 @@
+package home
+
+import (
+	"time"
+
+	"github.com/homelock/homelock/msg"
+)
+
+// gateFor returns when key's activation gate in the current epoch ends, and
+// the epoch K moved in from whose home a Drained could waive the last term
+// (0 when no Drained can help). The restart gate is always included: waiver
+// (b) never shortens it (H13).
+func (m *Machine) gateFor(key string, ke *entry) (time.Time, uint64) {
+	end, from := m.gateAt(key, ke, len(m.history)-1)
+	return later(end, m.restartGateEnd()), from
+}
+
+// gateAt walks back from history[i] while this incarnation was key's home in
+// consecutive epochs (continuity carries the gate, H4) to the epoch where key
+// moved in, whose term learnedAt + EpochLease + Skew is the gate unless a
+// Drained for that transition waived it.
+func (m *Machine) gateAt(key string, ke *entry, i int) (time.Time, uint64) {
+	lease := m.cfg.EpochLease + m.cfg.Skew
+	for ; i >= 0; i-- {
+		v := &m.history[i]
+		if v.restored {
+			// Served by an earlier incarnation, or moved in before the crash:
+			// the restart gate covers both (H2).
+			return time.Time{}, 0
+		}
+		if i > 0 && m.history[i-1].e.Number+1 == v.e.Number && m.isHomeIn(&m.history[i-1], key) {
+			if m.cfg.Mutations.NoGateCarry {
+				return time.Time{}, 0
+			}
+			continue
+		}
+		if v.prev == nil {
+			// Moved in from epoch 0 (bootstrap): nobody ever granted it.
+			return time.Time{}, 0
+		}
+		if m.cfg.Mutations.GrantMovedAtOnce {
+			return time.Time{}, 0
+		}
+		if ke != nil && ke.drainedFor == v.e.Number {
+			return time.Time{}, 0
+		}
+		from := uint64(0)
+		if prevHome, ok := v.prev.Home(key); ok && prevHome.ID != m.cfg.Self.ID {
+			from = v.e.Number - 1
+		}
+		return v.learnedAt.Add(lease), from
+	}
+	return time.Time{}, 0
+}
+
+func (m *Machine) isHomeIn(v *epochView, key string) bool {
+	h, ok := v.ring.Home(key)
+	return ok && h.ID == m.cfg.Self.ID
+}
+
+// queryDrain asks key's previous home whether it drained key (pulled, never
+// pushed), at most once per retry interval.
+func (m *Machine) queryDrain(now time.Time, key string, ke *entry, from uint64) {
+	cur := m.current()
+	if from == 0 || from+1 != cur.e.Number || cur.prev == nil {
+		return
+	}
+	if now.Before(ke.queryAt) || (!ke.lastQuery.IsZero() && now.Sub(ke.lastQuery) < m.cfg.RetryInterval) {
+		return
+	}
+	prevHome, ok := cur.prev.Home(key)
+	if !ok {
+		return
+	}
+	ke.lastQuery = now
+	m.send(prevHome.ID, msg.DrainQuery{Key: key, From: from, To: cur.e.Number, ReceiverInc: m.cfg.Inc})
+}
+
+// DrainQuery records a new home's question; answerQueries answers it when it
+// can (held until then) and says how long otherwise.
+func (m *Machine) DrainQuery(now time.Time, env msg.Envelope, q msg.DrainQuery) {
+	cur := m.current()
+	if cur == nil || cur.e.Number != q.To || q.From+1 != q.To {
+		return // the header exchange brings whoever is behind up to date first
+	}
+	ke := m.entry(q.Key)
+	for i := range ke.queries {
+		if ke.queries[i].from == env.From.ID {
+			ke.queries[i].q = q
+			ke.queries[i].answered = time.Time{}
+			m.serve(now, q.Key, ke)
+			return
+		}
+	}
+	ke.queries = append(ke.queries, pendingQuery{from: env.From.ID, q: q})
+	m.serve(now, q.Key, ke)
+}
+
+// answerQueries sends Drained for every pending query this incarnation can
+// vouch for: it served key in From with its gate passed (or its restart gate
+// and reclaim stand in), it no longer grants key, and no delegation for key
+// is live. Otherwise it sends the remaining wait once per query.
+func (m *Machine) answerQueries(now time.Time, key string, ke *entry) {
+	if len(ke.queries) == 0 {
+		return
+	}
+	cur := m.current()
+	kept := ke.queries[:0]
+	for _, p := range ke.queries {
+		q := p.q
+		if cur == nil || cur.e.Number != q.To {
+			continue // stale: a newer epoch makes it moot
+		}
+		wait, ok := m.canVouch(now, key, ke, q.From)
+		if !ok {
+			continue // we never served key in From: no Drained, the gate runs
+		}
+		if wait <= 0 {
+			m.stats.Drained++
+			m.send(p.from, msg.Drained{Key: key, From: q.From, To: q.To, ReceiverInc: q.ReceiverInc, Barrier: ke.barrier})
+			continue
+		}
+		if p.answered.IsZero() {
+			p.answered = now
+			m.send(p.from, msg.GateRemaining{Key: key, From: q.From, To: q.To, ReceiverInc: q.ReceiverInc, Remaining: wait})
+		}
+		m.schedule(key, ke, now.Add(wait))
+		kept = append(kept, p)
+	}
+	ke.queries = kept
+}
+
+// canVouch says whether this incarnation was key's home in epoch from, and if
+// so how long until it can send Drained (0: now).
+func (m *Machine) canVouch(now time.Time, key string, ke *entry, from uint64) (time.Duration, bool) {
+	i, v := m.view(from)
+	if v == nil || !m.isHomeIn(v, key) || m.IsHome(key) {
+		return 0, false
+	}
+	var ready time.Time
+	if !m.cfg.Mutations.DrainWhileGated {
+		end, _ := m.gateAt(key, ke, i)
+		ready = later(end, m.restartGateEnd())
+	}
+	if d := ke.deleg; d != nil {
+		if d.expires.After(ready) {
+			ready = d.expires
+		}
+		if !now.Before(ready) {
+			ready = now.Add(m.cfg.RetryInterval) // released or expired on the next serve
+		}
+	}
+	if !ready.After(now) {
+		return 0, true
+	}
+	return ready.Sub(now), true
+}
+
+// Drained waives key's move-in term when it comes from key's home in the
+// previous epoch, names this incarnation, and the transition we wait on;
+// anything else (stale, duplicated, for an earlier incarnation) is ignored
+// (H5, H13).
+func (m *Machine) Drained(now time.Time, env msg.Envelope, d msg.Drained) {
+	cur := m.current()
+	if cur == nil || cur.prev == nil || d.To != cur.e.Number || d.From+1 != d.To || d.ReceiverInc != m.cfg.Inc {
+		return
+	}
+	if !m.IsHome(d.Key) {
+		return
+	}
+	prevHome, ok := cur.prev.Home(d.Key)
+	if !ok || prevHome.ID != env.From.ID || prevHome.Store != env.From.Store {
+		return
+	}
+	ke := m.entry(d.Key)
+	ke.drainedFor = cur.e.Number
+	if d.Barrier != nil && ke.deleg == nil {
+		ke.barrier = d.Barrier
+	}
+	m.serve(now, d.Key, ke)
+}
+
+// GateRemaining postpones our next DrainQuery for key; it never shortens a gate.
+func (m *Machine) GateRemaining(now time.Time, g msg.GateRemaining) {
+	cur := m.current()
+	if cur == nil || g.To != cur.e.Number || g.ReceiverInc != m.cfg.Inc {
+		return
+	}
+	ke := m.keys[g.Key]
+	if ke == nil {
+		return
+	}
+	ke.queryAt = now.Add(g.Remaining)
+	ke.lastQuery = time.Time{}
+	m.schedule(g.Key, ke, ke.queryAt)
+}

@@ -1,0 +1,251 @@
+package home
+
+import (
+	"time"
+
+	"github.com/homelock/homelock/epoch"
+	"github.com/homelock/homelock/fence"
+	"github.com/homelock/homelock/internal/deadline"
+	"github.com/homelock/homelock/msg"
+)
+
+// epochView is one epoch this incarnation knows: learned while running, or
+// restored from the store at start.
+type epochView struct {
+	e    msg.Epoch
+	ring *epoch.Ring
+	// prev is the ring of epoch e.Number-1 from the certificate; nil when that
+	// epoch had no homes (epoch 0, the bootstrap list).
+	prev      *epoch.Ring
+	learnedAt time.Time
+	// restored epochs were learned by an earlier incarnation: the restart gate
+	// covers them, not the activation term.
+	restored bool
+}
+
+// maxHistory bounds the epochs kept for gate computation. A key whose chain
+// reaches past it is treated as moved in, which only lengthens its gate.
+const maxHistory = 8
+
+// Machine is the arbiter for the keys this node is home for (see doc.go).
+type Machine struct {
+	cfg   Config
+	start time.Time
+
+	history   []epochView
+	liveUntil time.Time
+
+	// restartGate is start + EpochLease + Skew for an incarnation above 1,
+	// until both the current-epoch marker and reclaim waive it.
+	restartGate   time.Time
+	markerAtStart bool // marker for the restored epoch was persisted
+	reclaimWait   map[msg.NodeID]msg.Member
+	reclaimSentAt time.Time
+	markerWritten map[uint64]bool
+
+	keys    map[string]*entry
+	timers  deadline.Heap
+	counter uint64
+	live    int
+	byHold  map[msg.NodeID]int
+	// needLiveness holds keys whose head waiter waits only for liveness.
+	needLiveness map[string]struct{}
+
+	stats Stats
+	out   Output
+}
+
+// New returns a home for incarnation cfg.Inc started at now. learned is the
+// epoch restored from the store (nil if none); marker says whether its
+// gate-passed marker was persisted by an earlier incarnation.
+func New(cfg Config, now time.Time, learned *epoch.Learned, marker bool) *Machine {
+	m := &Machine{
+		cfg:           cfg,
+		start:         now,
+		keys:          make(map[string]*entry),
+		byHold:        make(map[msg.NodeID]int),
+		needLiveness:  make(map[string]struct{}),
+		markerWritten: make(map[uint64]bool),
+		markerAtStart: marker,
+	}
+	if cfg.Inc > 1 && !cfg.Mutations.NoRestartGate {
+		m.restartGate = now.Add(cfg.EpochLease + cfg.Skew)
+	}
+	if learned != nil {
+		m.history = append(m.history, newView(*learned, now, true))
+		if marker {
+			m.markerWritten[learned.Epoch.Number] = true
+		}
+		if cfg.Inc > 1 {
+			m.startReclaim(now, learned.Epoch)
+		}
+	}
+	return m
+}
+
+func newView(l epoch.Learned, at time.Time, restored bool) epochView {
+	v := epochView{e: l.Epoch, ring: epoch.NewRing(l.Epoch), learnedAt: at, restored: restored}
+	if l.Cert.Prev.Number >= 1 && len(l.Cert.Prev.Members) > 0 {
+		v.prev = epoch.NewRing(l.Cert.Prev)
+	}
+	return v
+}
+
+// current is the newest epoch this node knows; nil before the first.
+func (m *Machine) current() *epochView {
+	if len(m.history) == 0 {
+		return nil
+	}
+	return &m.history[len(m.history)-1]
+}
+
+// view returns the epoch numbered n if this incarnation knows it.
+func (m *Machine) view(n uint64) (int, *epochView) {
+	for i := len(m.history) - 1; i >= 0; i-- {
+		if m.history[i].e.Number == n {
+			return i, &m.history[i]
+		}
+	}
+	return -1, nil
+}
+
+// OnEpoch tells the home that epoch l was learned (and synced) at now. Keys
+// that moved away are recalled and their waiters redirected; delegations of
+// members that left are recalled (H14).
+func (m *Machine) OnEpoch(now time.Time, l epoch.Learned) {
+	if cur := m.current(); cur != nil && l.Epoch.Number <= cur.e.Number {
+		return
+	}
+	m.history = append(m.history, newView(l, now, false))
+	if len(m.history) > maxHistory {
+		m.history = append(m.history[:0], m.history[len(m.history)-maxHistory:]...)
+	}
+	for key, ke := range m.keys {
+		m.serve(now, key, ke)
+	}
+}
+
+// SetLiveness records this node's epoch liveness; grants are clamped to it.
+func (m *Machine) SetLiveness(now, until time.Time) {
+	grew := until.After(m.liveUntil)
+	m.liveUntil = until
+	if !grew || !m.isLive(now) {
+		return
+	}
+	for key := range m.needLiveness {
+		delete(m.needLiveness, key)
+		if ke := m.keys[key]; ke != nil {
+			m.serve(now, key, ke)
+		}
+	}
+}
+
+// isLive reports whether the home may grant a useful lease now.
+func (m *Machine) isLive(now time.Time) bool {
+	cur := m.current()
+	return cur != nil && cur.e.Number >= 1 && m.liveUntil.Sub(now) >= m.cfg.MinUseful
+}
+
+// restartGateEnd is the restart gate still in force, or zero once waived.
+func (m *Machine) restartGateEnd() time.Time {
+	if m.restartGate.IsZero() {
+		return time.Time{}
+	}
+	if m.markerAtStart && m.reclaimWait != nil && len(m.reclaimWait) == 0 {
+		return time.Time{}
+	}
+	return m.restartGate
+}
+
+// Tick runs what is due at now: expiries, gates that passed, stale waiters,
+// DrainQuery and reclaim resends, gate-passed markers.
+func (m *Machine) Tick(now time.Time) {
+	for {
+		key, ok := m.timers.PopDue(now)
+		if !ok {
+			break
+		}
+		if ke := m.keys[key]; ke != nil {
+			ke.wake = time.Time{}
+			m.serve(now, key, ke)
+		}
+	}
+	m.tickReclaim(now)
+	m.tickMarker(now)
+}
+
+// NextDeadline is when Tick next has work; zero when none.
+func (m *Machine) NextDeadline() time.Time {
+	d := m.timers.Next()
+	d = earliest(d, m.reclaimDeadline())
+	d = earliest(d, m.markerDeadline())
+	return d
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// tickMarker persists, once per epoch, that its gate fully passed, so that a
+// later restart with a completed reclaim may skip the restart gate.
+func (m *Machine) tickMarker(now time.Time) {
+	if d := m.markerDeadline(); !d.IsZero() && !now.Before(d) {
+		n := m.current().e.Number
+		m.markerWritten[n] = true
+		m.out.GatePassed = append(m.out.GatePassed, n)
+	}
+}
+
+func (m *Machine) markerDeadline() time.Time {
+	cur := m.current()
+	if cur == nil || cur.e.Number == 0 || m.markerWritten[cur.e.Number] {
+		return time.Time{}
+	}
+	d := m.restartGate
+	if !cur.restored {
+		d = later(d, cur.learnedAt.Add(m.cfg.EpochLease+m.cfg.Skew))
+	}
+	if d.IsZero() {
+		d = cur.learnedAt
+	}
+	return d
+}
+
+// Stats returns the home's counters.
+func (m *Machine) Stats() Stats {
+	s := m.stats
+	s.Live = m.live
+	for _, ke := range m.keys {
+		s.Waiting += len(ke.waiters)
+	}
+	return s
+}
+
+// Holding returns the live delegation the home recorded for key, for checkers.
+func (m *Machine) Holding(key string) (fence.Token, msg.NodeID, bool) {
+	ke := m.keys[key]
+	if ke == nil || ke.deleg == nil {
+		return fence.Token{}, "", false
+	}
+	return ke.deleg.token, ke.deleg.holder.ID, true
+}
+
+// IsHome reports whether this node is key's home in its current epoch.
+func (m *Machine) IsHome(key string) bool {
+	cur := m.current()
+	if cur == nil {
+		return false
+	}
+	h, ok := cur.ring.Home(key)
+	return ok && h.ID == m.cfg.Self.ID
+}

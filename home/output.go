@@ -1,0 +1,35 @@
+package home
+
+import "github.com/homelock/homelock/msg"
+
+// Output is what the machine asks its driver to do: sync GatePassed markers,
+// then send Msgs. Envelope headers are filled by the driver except To.
+type Output struct {
+	Msgs       []msg.Envelope
+	GatePassed []uint64
+}
+
+// Stats are counters and gauges of one home.
+type Stats struct {
+	Grants       uint64
+	Recalls      uint64
+	Releases     uint64
+	ExpiredHolds uint64
+	Handoffs     uint64
+	Refused      uint64
+	Drained      uint64 // Drained answers sent
+	Adopted      uint64 // delegations adopted by reclaim
+	Live         int    // live delegations now
+	Waiting      int    // queued requests now
+}
+
+func (m *Machine) send(to msg.NodeID, body msg.Body) {
+	m.out.Msgs = append(m.out.Msgs, msg.Envelope{To: to, Body: body})
+}
+
+// Ready returns what the inputs since the last call asked for and resets it.
+func (m *Machine) Ready() Output {
+	o := m.out
+	m.out = Output{}
+	return o
+}

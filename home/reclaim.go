@@ -1,0 +1,87 @@
+package home
+
+import (
+	"time"
+
+	"github.com/homelock/homelock/msg"
+)
+
+// startReclaim asks every member of the restored epoch which delegations from
+// this node's earlier incarnations it holds (H3: every earlier incarnation,
+// not only the last; the restart gate covers members of older epochs).
+func (m *Machine) startReclaim(now time.Time, e msg.Epoch) {
+	m.reclaimWait = make(map[msg.NodeID]msg.Member)
+	for _, mem := range e.Members {
+		if mem.ID != m.cfg.Self.ID {
+			m.reclaimWait[mem.ID] = mem
+		}
+	}
+	m.sendReclaims(now)
+}
+
+func (m *Machine) sendReclaims(now time.Time) {
+	m.reclaimSentAt = now
+	for id := range m.reclaimWait {
+		m.send(id, msg.Reclaim{})
+	}
+}
+
+func (m *Machine) reclaimDeadline() time.Time {
+	if len(m.reclaimWait) == 0 || m.restartGateEnd().IsZero() {
+		return time.Time{}
+	}
+	return m.reclaimSentAt.Add(m.cfg.RetryInterval)
+}
+
+func (m *Machine) tickReclaim(now time.Time) {
+	if d := m.reclaimDeadline(); !d.IsZero() && !now.Before(d) {
+		m.sendReclaims(now)
+	}
+}
+
+// ReclaimAnswer adopts the delegations a member still holds from an earlier
+// incarnation, each with its remaining lease anchored at receipt plus Skew.
+func (m *Machine) ReclaimAnswer(now time.Time, env msg.Envelope, a msg.ReclaimAnswer) {
+	if a.ForInc != m.cfg.Inc || m.reclaimWait == nil {
+		return
+	}
+	want, ok := m.reclaimWait[env.From.ID]
+	if !ok || !want.Same(env.From) {
+		return
+	}
+	delete(m.reclaimWait, env.From.ID)
+	for _, h := range a.Held {
+		ke := m.entry(h.Key)
+		if ke.deleg != nil && !h.Token.Less(ke.deleg.token) {
+			continue
+		}
+		if ke.deleg == nil {
+			m.live++
+			m.byHold[env.From.ID]++
+		}
+		ke.deleg = &delegation{
+			holder: env.From, holderInc: env.FromInc, token: h.Token, lease: h.Remaining,
+			expires: now.Add(h.Remaining + m.cfg.Skew), barrier: h.Barrier,
+		}
+		m.stats.Adopted++
+		m.serve(now, h.Key, ke)
+	}
+	if len(m.reclaimWait) == 0 {
+		// The restart gate may have just been waived: serve what waited on it.
+		for key, ke := range m.keys {
+			m.serve(now, key, ke)
+		}
+	}
+}
+
+// HolderRestarted frees the delegations held by earlier incarnations of a
+// node that has restarted (it sent us Reclaim as incarnation inc): its
+// volatile holder state is gone, so nothing runs under them any more.
+func (m *Machine) HolderRestarted(now time.Time, node msg.Member, inc uint64) {
+	for key, ke := range m.keys {
+		if d := ke.deleg; d != nil && d.holder.ID == node.ID && d.holderInc < inc {
+			m.free(now, ke, true, nil)
+			m.serve(now, key, ke)
+		}
+	}
+}

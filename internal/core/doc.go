@@ -1,0 +1,34 @@
+// Package core composes one node's three pure state machines — epoch
+// (agreement and liveness), home (the arbiter for the keys this node is home
+// for) and delegation (the holder side) — into a single pure step function.
+//
+// The root package drives a core.Node with the real clock, transport and
+// store; the simulator in cluster_test drives the very same Node with virtual
+// time and a hostile network. Keeping the composition here, and nowhere else,
+// is what makes the simulator test the code that runs in production.
+//
+//	         Receive / Tick / Lock / Unlock / Settled / Fresh
+//	                             │
+//	                 ┌───────────▼───────────┐
+//	header checks ─► │  core.Node (routing)   │ ─► Ready{writes, msgs, events}
+//	(incarnation,    │  epoch  home  holder   │
+//	 epoch, version) └────────────────────────┘
+//
+// The loop a driver runs, in the manner of etcd raft's Ready:
+//
+//	rd := n.Receive(now, env) // or Tick, Lock, ...
+//	store.Commit(rd.Acceptor, rd.Learned, rd.GatePassed) // synced, first
+//	for _, m := range rd.Msgs { transport.Send(m.To, m.Env) }
+//	for _, e := range rd.Events { deliver to lockers, run store hooks }
+//	sleep until n.NextDeadline(), then n.Tick(now)
+//
+// Messages a node addresses to itself (it is home for a key it locks) are
+// delivered inside the same step: zero network messages.
+//
+// Header rules applied before any machine sees a message:
+//   - a message from an incarnation below one that reclaimed from us is
+//     discarded (H1, H11);
+//   - a request (Acquire, Renew, DrainQuery) from a node behind our epoch is
+//     answered with Learn and nothing else happens (H8);
+//   - a message from a node ahead of us makes us ask it for its epoch.
+package core

@@ -1,0 +1,227 @@
+package core
+
+import (
+	"time"
+
+	"github.com/homelock/homelock/delegation"
+	"github.com/homelock/homelock/epoch"
+	"github.com/homelock/homelock/fence"
+	"github.com/homelock/homelock/home"
+	"github.com/homelock/homelock/msg"
+)
+
+// Config configures the three machines of one node. Self and Inc are copied
+// into each machine's config by New.
+type Config struct {
+	Self   msg.Member
+	Inc    uint64
+	Epoch  epoch.Config
+	Home   home.Config
+	Holder delegation.Config
+}
+
+// Outgoing is one message to send, with its resolved destination.
+type Outgoing struct {
+	To  msg.Member
+	Env msg.Envelope
+}
+
+// Ready is what the driver must do after one input, in order: sync the
+// durable writes, then send Msgs, then deliver Events.
+type Ready struct {
+	Acceptor   []epoch.AcceptorRecord
+	Learned    *epoch.Learned
+	GatePassed []uint64
+	Msgs       []Outgoing
+	Events     []delegation.Event
+	// Undeliverable counts messages dropped for want of an address.
+	Undeliverable int
+}
+
+// HasWrites reports whether Ready carries durable writes.
+func (r *Ready) HasWrites() bool {
+	return len(r.Acceptor) > 0 || r.Learned != nil || len(r.GatePassed) > 0
+}
+
+// Node is one node's pure protocol state.
+type Node struct {
+	cfg    Config
+	ep     *epoch.Machine
+	home   *home.Machine
+	holder *delegation.Machine
+
+	// minInc is, per node, the lowest incarnation we still listen to: raised
+	// when that node reclaims from us.
+	minInc map[msg.NodeID]uint64
+	// book resolves node IDs to addresses: every epoch's members and every
+	// sender we heard from.
+	book map[msg.NodeID]msg.Member
+	// nudged rate-limits Learn and EpochQuery per peer.
+	nudged map[msg.NodeID]time.Time
+	// curNumber and curDigest cache the learned epoch's header values.
+	curNumber, curDigest uint64
+
+	rd    Ready
+	local []msg.Envelope
+}
+
+// New restores a node from its durable epoch state; marker says whether the
+// restored epoch's gate-passed marker was persisted.
+func New(cfg Config, now time.Time, st epoch.State, marker bool) *Node {
+	cfg.Epoch.Self, cfg.Home.Self, cfg.Holder.Self = cfg.Self, cfg.Self, cfg.Self
+	cfg.Home.Inc, cfg.Holder.Inc = cfg.Inc, cfg.Inc
+	n := &Node{
+		cfg:    cfg,
+		ep:     epoch.New(cfg.Epoch, st),
+		home:   home.New(cfg.Home, now, st.Learned, marker),
+		holder: delegation.New(cfg.Holder),
+		minInc: make(map[msg.NodeID]uint64),
+		book:   make(map[msg.NodeID]msg.Member),
+		nudged: make(map[msg.NodeID]time.Time),
+	}
+	if st.Learned != nil {
+		n.curNumber, n.curDigest = st.Learned.Epoch.Number, st.Learned.Epoch.Digest()
+		n.noteEpoch(st.Learned.Epoch)
+		n.noteEpoch(st.Learned.Cert.Prev)
+		n.holder.OnEpoch(now, st.Learned.Epoch)
+	}
+	return n
+}
+
+func (n *Node) noteEpoch(e msg.Epoch) {
+	for _, m := range e.Members {
+		if m.Addr != "" || n.book[m.ID].Addr == "" {
+			n.book[m.ID] = m
+		}
+	}
+}
+
+// Self is this node.
+func (n *Node) Self() msg.Member { return n.cfg.Self }
+
+// Inc is this node's incarnation.
+func (n *Node) Inc() uint64 { return n.cfg.Inc }
+
+// Bootstrap installs the initial members as epoch 0 and starts agreeing on
+// epoch 1 (the cluster's very first start only).
+func (n *Node) Bootstrap(now time.Time, initial []msg.Member) Ready {
+	for _, m := range initial {
+		n.book[m.ID] = m
+	}
+	n.absorbEpoch(now, n.ep.Bootstrap(now, initial))
+	return n.flush(now)
+}
+
+// Join asks seed, a member, to add this node to the epoch.
+func (n *Node) Join(now time.Time, seed msg.Member) Ready {
+	n.book[seed.ID] = seed
+	n.push(msg.Envelope{To: seed.ID, Body: msg.Join{Member: n.cfg.Self}})
+	return n.flush(now)
+}
+
+// Leave asks the members to propose an epoch without this node.
+func (n *Node) Leave(now time.Time) Ready {
+	if l, _, ok := n.ep.Current(); ok {
+		for _, m := range l.Epoch.Members {
+			if m.ID != n.cfg.Self.ID {
+				n.push(msg.Envelope{To: m.ID, Body: msg.Leave{Member: n.cfg.Self}})
+			}
+		}
+	}
+	return n.flush(now)
+}
+
+// ProposeRemove proposes an epoch without member (agreed down).
+func (n *Node) ProposeRemove(now time.Time, member msg.Member) Ready {
+	n.absorbEpoch(now, n.ep.ProposeRemove(now, member))
+	return n.flush(now)
+}
+
+// Current is the learned epoch, if any.
+func (n *Node) Current() (epoch.Learned, bool) {
+	l, _, ok := n.ep.Current()
+	return l, ok
+}
+
+// LiveUntil is this node's epoch liveness.
+func (n *Node) LiveUntil() time.Time { return n.ep.LiveUntil() }
+
+// Tick runs every machine's due work.
+func (n *Node) Tick(now time.Time) Ready {
+	n.absorbEpoch(now, n.ep.Tick(now))
+	n.home.SetLiveness(now, n.ep.LiveUntil())
+	n.home.Tick(now)
+	n.holder.Tick(now)
+	return n.flush(now)
+}
+
+// NextDeadline is the earliest time Tick has work; zero when none.
+func (n *Node) NextDeadline() time.Time {
+	d := n.ep.NextDeadline()
+	for _, t := range []time.Time{n.home.NextDeadline(), n.holder.NextDeadline()} {
+		if !t.IsZero() && (d.IsZero() || t.Before(d)) {
+			d = t
+		}
+	}
+	return d
+}
+
+// ClockJump: wall time outran the boot-time clock by more than Skew. The
+// node drops the delegations it holds and its liveness at once (H9); its home
+// table and gates stay, since a stalled clock only makes them longer.
+func (n *Node) ClockJump(now time.Time) Ready {
+	n.ep.ClockJump()
+	n.home.SetLiveness(now, time.Time{})
+	n.holder.ClockJump(now)
+	return n.flush(now)
+}
+
+// TryAdmit is the zero-message fast path (see delegation.Machine.TryAdmit).
+func (n *Node) TryAdmit(now time.Time, key string, locker uint64, lease time.Duration) (delegation.Event, bool) {
+	return n.holder.TryAdmit(now, key, locker, lease)
+}
+
+// Lock queues locker for key; an event answers it.
+func (n *Node) Lock(now time.Time, key string, locker uint64, deadline time.Time, lease time.Duration) Ready {
+	n.holder.Lock(now, key, locker, deadline, lease)
+	return n.flush(now)
+}
+
+// Unlock ends locker's critical section. It returns false (and no Ready) when
+// the fast path sufficed.
+func (n *Node) Unlock(now time.Time, key string, locker uint64) (Ready, bool) {
+	if n.holder.Unlock(now, key, locker) {
+		return Ready{}, false
+	}
+	return n.flush(now), true
+}
+
+// Cancel withdraws a queued locker.
+func (n *Node) Cancel(now time.Time, key string, locker uint64) Ready {
+	n.holder.Cancel(now, key, locker)
+	return n.flush(now)
+}
+
+// Settled reports the store's barrier hook for (key, token).
+func (n *Node) Settled(now time.Time, key string, tok fence.Token, barrier []byte, err error) Ready {
+	n.holder.Settled(now, key, tok, barrier, err)
+	return n.flush(now)
+}
+
+// Fresh reports the store's wait hook for (key, token).
+func (n *Node) Fresh(now time.Time, key string, tok fence.Token, err error) Ready {
+	n.holder.Fresh(now, key, tok, err)
+	return n.flush(now)
+}
+
+// Stats are the home's and the holder's counters.
+func (n *Node) Stats() (home.Stats, delegation.Stats) { return n.home.Stats(), n.holder.Stats() }
+
+// Home and Holder expose the machines to checkers (read-only use).
+func (n *Node) Home() *home.Machine          { return n.home }
+func (n *Node) Holder() *delegation.Machine  { return n.holder }
+func (n *Node) EpochMachine() *epoch.Machine { return n.ep }
+func (n *Node) Book(id msg.NodeID) (msg.Member, bool) {
+	m, ok := n.book[id]
+	return m, ok
+}
