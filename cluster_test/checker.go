@@ -23,6 +23,7 @@ const (
 	invProgress     = "I5 progress after heal"
 	invEpochFork    = "E1 epochs never fork"
 	invLinearizable = "I4 linearizable history (porcupine)"
+	invFIFO         = "fairness: FIFO grants"
 )
 
 type checker struct {
@@ -79,7 +80,7 @@ func (c *checker) reg(key string) *register {
 // settled is when the healed phase's progress checks begin: faults are over
 // and every lease, gate and detection delay has had time to run out.
 func (c *checker) settled() time.Time {
-	return c.s.healedAt.Add(simEpochLease + simSkew + 2*simLease + simDownAfter + time.Second)
+	return c.s.healedAt.Add(simEpochLease + simSkew + 2*simLease + c.s.downAfter + time.Second)
 }
 
 func (c *checker) lockStarted(cs *critical, deadline time.Time) {
@@ -184,6 +185,26 @@ func (c *checker) sent(n *simNode, o core.Outgoing) {
 	}
 	seen[g.Token] = true
 	c.maxGranted[g.Key] = g.Token
+	c.fifo(n, g)
+}
+
+// fifo checks that a fresh grant went to the request that had queued longest
+// at its home.
+func (c *checker) fifo(n *simNode, g msg.Grant) {
+	if tok, _, ok := n.core.Home().Holding(g.Key); !ok || tok != g.Token {
+		return // already released within the same step
+	}
+	granted, ok, queued := n.core.Home().QueueOrder(g.Key)
+	if !ok {
+		return
+	}
+	for _, q := range queued {
+		if q.Before(granted) {
+			c.fail(invFIFO, "%s granted %s (%s) to a request queued at %v while one queued at %v still waits",
+				n.id, g.Key, g.Token, n.trueAt(granted).Sub(simBase), n.trueAt(q).Sub(simBase))
+			return
+		}
+	}
 }
 
 func (c *checker) learned(n *simNode, l epoch.Learned) {

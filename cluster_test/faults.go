@@ -1,7 +1,10 @@
 package clustertest
 
 import (
+	"slices"
 	"time"
+
+	"github.com/homelock/homelock/msg"
 )
 
 // scheduleFaults lays out this seed's random fault schedule over the fault
@@ -28,8 +31,8 @@ func (s *Sim) randomFault() {
 		d = time.Duration(s.rng.Int64N(int64(d))) + 50*time.Millisecond
 		return min(d, remaining)
 	}
-	switch s.rng.IntN(10) {
-	case 0, 1: // partition: one node from the rest, both ways or one way
+	switch s.rng.IntN(11) {
+	case 0: // partition one node from the rest, both ways or one way
 		n := s.randomNode()
 		oneWay := s.rng.IntN(3) == 0
 		kind := "partition"
@@ -38,21 +41,39 @@ func (s *Sim) randomFault() {
 		}
 		s.faults[kind]++
 		s.trace("%s %s", kind, n.id)
-		for _, o := range s.nodes {
-			if o != n {
-				s.net.cut[[2]int{n.idx, o.idx}] = true
-				if !oneWay {
-					s.net.cut[[2]int{o.idx, n.idx}] = true
-				}
+		s.cutOff([]*simNode{n}, oneWay)
+		s.After(upTo(3*time.Second), func() { s.healLinks([]*simNode{n}) })
+	case 1: // a minority cut off and agreed down by the majority, one by one:
+		// epochs change in quick succession while the old homes still live.
+		minority := s.minority()
+		s.faults["partition_group"]++
+		s.trace("partition group %v", ids(minority))
+		s.cutOff(minority, false)
+		s.After(s.downAfter, func() {
+			// One or two majority members propose the removals, as their
+			// failure detectors fire: two proposers duel for one instance.
+			proposers := s.liveOutside(minority)
+			if len(proposers) == 0 {
+				return
 			}
-		}
-		s.After(upTo(3*time.Second), func() {
-			for _, o := range s.nodes {
-				delete(s.net.cut, [2]int{n.idx, o.idx})
-				delete(s.net.cut, [2]int{o.idx, n.idx})
+			for i, n := range minority {
+				proposer := proposers[(i+s.rng.IntN(2))%len(proposers)]
+				s.After(time.Duration(s.rng.Int64N(int64(150*time.Millisecond))), func() {
+					if proposer.core == nil || proposer.paused {
+						return
+					}
+					s.faults["agreed_down"]++
+					s.trace("agreed down %s by %s", n.id, proposer.id)
+					proposer.apply(s, proposer.core.ProposeRemove(proposer.local(s.now), n.member))
+				})
 			}
-			s.trace("heal %s", n.id)
+			if s.rng.IntN(2) == 0 {
+				// And a new node joins right after: epochs in quick succession,
+				// most keys staying where the removal moved them (H4).
+				s.After(100*time.Millisecond, func() { s.joinNew(proposers[0]) })
+			}
 		})
+		s.After(s.downAfter+upTo(3*time.Second), func() { s.healLinks(minority) })
 	case 2, 3: // crash and restart
 		n := s.randomNode()
 		s.crash(n)
@@ -63,7 +84,7 @@ func (s *Sim) randomFault() {
 			return
 		}
 		s.crash(n)
-		s.After(simDownAfter, func() {
+		s.After(s.downAfter, func() {
 			if n.core != nil {
 				return
 			}
@@ -73,7 +94,7 @@ func (s *Sim) randomFault() {
 				m.apply(s, m.core.ProposeRemove(m.local(s.now), n.member))
 			}
 		})
-		s.After(upTo(4*time.Second)+simDownAfter, func() { s.restart(n) })
+		s.After(upTo(4*time.Second)+s.downAfter, func() { s.restart(n) })
 	case 5: // pause longer than every lease, then resume
 		n := s.randomNode()
 		s.pause(n)
@@ -92,22 +113,51 @@ func (s *Sim) randomFault() {
 		s.faults["leave"]++
 		s.trace("leave %s", n.id)
 		n.apply(s, n.core.Leave(n.local(s.now)))
-	case 9: // a new node joins (up to 5)
-		if len(s.nodes) >= 5 {
+	case 9: // a new node joins
+		s.joinNew(s.someLiveMember(nil))
+	case 10: // two members propose different epochs for one instance at once,
+		// over a slow, reordering network: the duel that only a durable
+		// promise and acceptance keep from choosing twice
+		live := s.liveOutside(nil)
+		if len(live) < 3 {
 			return
 		}
-		seed := s.someLiveMember(nil)
-		if seed == nil {
-			return
+		s.faults["proposal_duel"]++
+		s.net.slow = true
+		p := s.rng.Perm(len(live))
+		a, b, victimA, victimB := live[p[0]], live[p[1]], live[p[2]], live[p[1]]
+		if len(live) > 3 {
+			victimB = live[p[3]]
 		}
-		n := s.addNode(len(s.nodes))
-		s.faults["join"]++
-		s.trace("join %s via %s", n.id, seed.id)
-		n.start(s, nil, seed)
-		for l := 0; l < s.cfg.Lockers; l++ {
-			s.scheduleLock(n, s.think())
+		s.trace("duel %s removes %s, %s removes %s", a.id, victimA.id, b.id, victimB.id)
+		a.apply(s, a.core.ProposeRemove(a.local(s.now), victimA.member))
+		b.apply(s, b.core.ProposeRemove(b.local(s.now), victimB.member))
+		s.After(upTo(2*time.Second), func() { s.net.slow = false })
+	}
+}
+
+// joinNew adds a node that joins through seed (at most 6 nodes in all).
+func (s *Sim) joinNew(seed *simNode) {
+	if len(s.nodes) >= 6 || seed == nil || seed.core == nil {
+		return
+	}
+	n := s.addNode(len(s.nodes))
+	s.faults["join"]++
+	s.trace("join %s via %s", n.id, seed.id)
+	n.start(s, nil, seed)
+	for l := 0; l < s.cfg.Lockers; l++ {
+		s.scheduleLock(n, s.think())
+	}
+}
+
+func (s *Sim) liveOutside(group []*simNode) []*simNode {
+	var out []*simNode
+	for _, n := range s.nodes {
+		if n.core != nil && !n.paused && !slices.Contains(group, n) {
+			out = append(out, n)
 		}
 	}
+	return out
 }
 
 // healAll ends the fault phase: network healed, everyone up and resumed,
@@ -141,4 +191,50 @@ func (s *Sim) ensureMembers() {
 	if s.now.Before(simBase.Add(s.cfg.Duration)) {
 		s.After(500*time.Millisecond, s.ensureMembers)
 	}
+}
+
+func (s *Sim) cutOff(group []*simNode, oneWay bool) {
+	in := map[int]bool{}
+	for _, n := range group {
+		in[n.idx] = true
+	}
+	for _, a := range group {
+		for _, b := range s.nodes {
+			if !in[b.idx] {
+				s.net.cut[[2]int{a.idx, b.idx}] = true
+				if !oneWay {
+					s.net.cut[[2]int{b.idx, a.idx}] = true
+				}
+			}
+		}
+	}
+}
+
+func (s *Sim) healLinks(group []*simNode) {
+	for _, a := range group {
+		for _, b := range s.nodes {
+			delete(s.net.cut, [2]int{a.idx, b.idx})
+			delete(s.net.cut, [2]int{b.idx, a.idx})
+		}
+	}
+	s.trace("heal %v", ids(group))
+}
+
+// minority picks up to (N−1)/2 nodes, at least one.
+func (s *Sim) minority() []*simNode {
+	k := 1 + s.rng.IntN(max(1, (len(s.nodes)-1)/2))
+	perm := s.rng.Perm(len(s.nodes))
+	out := make([]*simNode, 0, k)
+	for _, i := range perm[:k] {
+		out = append(out, s.nodes[i])
+	}
+	return out
+}
+
+func ids(ns []*simNode) []msg.NodeID {
+	out := make([]msg.NodeID, len(ns))
+	for i, n := range ns {
+		out[i] = n.id
+	}
+	return out
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/homelock/homelock/delegation"
 	"github.com/homelock/homelock/home"
+	"github.com/homelock/homelock/msg"
 )
 
 // SimConfig configures one seeded simulation run.
@@ -29,8 +30,10 @@ type SimConfig struct {
 	Mutations Mutations
 	// Trace keeps every event line (for replay); otherwise only the last ones.
 	Trace bool
-	// Script, when set, replaces the random fault schedule (hazard scenarios).
+	// Script, when set, replaces the random fault schedule (hazard scenarios);
+	// Filter, when set, drops the messages it returns false for until the heal.
 	Script func(s *Sim)
+	Filter func(from, to msg.NodeID, env msg.Envelope) bool
 }
 
 // Mutations break one rule each, to show that the checkers catch the break.

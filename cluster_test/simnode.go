@@ -156,6 +156,15 @@ func (n *simNode) apply(s *Sim, rd core.Ready) {
 		s.onEvent(n, e)
 	}
 	n.armTick(s)
+	if len(rd.Acceptor) > 0 && s.now.Before(s.healedAt) && s.cfg.Script == nil && s.rng.IntN(8) == 0 {
+		// Crash right after a promise or acceptance left: what it wrote
+		// must have been synced, or the restarted acceptor forgets it.
+		s.faults["crash_after_promise"]++
+		s.After(0, func() {
+			s.crash(n)
+			s.After(50*time.Millisecond+time.Duration(s.rng.Int64N(int64(400*time.Millisecond))), func() { s.restart(n) })
+		})
+	}
 }
 
 func (n *simNode) armTick(s *Sim) {

@@ -25,7 +25,6 @@ const (
 	simSkew       = 150 * time.Millisecond
 	simDrift      = 0.01
 	simPromise    = time.Second
-	simDownAfter  = time.Second
 )
 
 var simBase = time.Unix(1_000_000, 0)
@@ -51,6 +50,9 @@ type Sim struct {
 	recentAt int
 	stopped  bool
 	healedAt time.Time
+	// downAfter is this seed's failure-detection delay; below the lease it
+	// removes homes whose delegations still run, which is what gates are for.
+	downAfter time.Duration
 }
 
 type eventKind uint8
@@ -117,6 +119,7 @@ func newSim(cfg SimConfig) *Sim {
 		faults: make(map[string]int),
 		hash:   14695981039346656037,
 	}
+	s.downAfter = 200*time.Millisecond + time.Duration(s.rng.Int64N(int64(time.Second)))
 	s.check = newChecker(s)
 	s.net = newNetwork()
 	s.recent = make([]string, 0, recentEvents)
@@ -133,6 +136,7 @@ func newSim(cfg SimConfig) *Sim {
 	s.startWorkload()
 	if cfg.Script != nil {
 		cfg.Script(s)
+		s.at(s.healedAt, &event{kind: evFault, run: s.healAll})
 	} else {
 		s.scheduleFaults()
 	}
@@ -212,6 +216,10 @@ func (s *Sim) dispatch(e *event) {
 func (s *Sim) send(from *simNode, o core.Outgoing) {
 	to := s.nodeByID(o.To.ID)
 	if to == nil {
+		return
+	}
+	if f := s.cfg.Filter; f != nil && s.now.Before(s.healedAt) && !f(from.id, to.id, o.Env) {
+		s.faults["filtered"]++
 		return
 	}
 	if s.net.blocked(from.idx, to.idx) {

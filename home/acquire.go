@@ -38,10 +38,10 @@ func (m *Machine) Acquire(now time.Time, env msg.Envelope, a msg.Acquire) {
 			m.send(env.From.ID, msg.Refused{Key: a.Key, Req: a.Req, Reason: msg.RefusedTooManyDelegations})
 			return
 		}
-		w = &waiter{from: env.From}
+		w = &waiter{from: env.From, since: now}
 		ke.waiters = append(ke.waiters, w)
 	}
-	if w.req.Less(a.Req) || w.req == a.Req {
+	if w.req.Less(a.Req) || (w.req == a.Req && !m.cfg.Mutations.EchoFirstAttempt) {
 		w.req, w.attempt, w.lease, w.fromInc = a.Req, a.Attempt, a.Lease, env.FromInc
 	}
 	w.lastHeard = now
@@ -179,15 +179,16 @@ func (m *Machine) grant(now time.Time, key string, ke *entry, w *waiter) {
 	}
 	m.counter++
 	d := &delegation{
-		holder:    w.from,
-		holderInc: w.fromInc,
-		req:       w.req,
-		attempt:   w.attempt,
-		token:     fence.Token{Epoch: cur.e.Number, Incarnation: m.cfg.Inc, Counter: m.counter},
-		lease:     lease,
-		expires:   now.Add(lease + m.cfg.Skew),
-		barrier:   ke.barrier,
-		contended: len(ke.waiters) > 0,
+		holder:      w.from,
+		holderInc:   w.fromInc,
+		req:         w.req,
+		attempt:     w.attempt,
+		token:       fence.Token{Epoch: cur.e.Number, Incarnation: m.cfg.Inc, Counter: m.counter},
+		lease:       lease,
+		expires:     now.Add(lease + m.cfg.Skew),
+		barrier:     ke.barrier,
+		contended:   len(ke.waiters) > 0,
+		waitedSince: w.since,
 	}
 	if m.cfg.Sign != nil {
 		d.signed = m.cfg.Sign(GrantInfo{Key: key, Holder: w.from, Req: w.req, Token: d.token, Epoch: cur.e.Number, Lease: lease})

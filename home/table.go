@@ -42,9 +42,13 @@ type delegation struct {
 	contended bool
 	barrier   []byte // inherited barrier given with the grant
 	signed    []byte
+	// waitedSince is when the granted request joined the queue; checkers
+	// compare it with the waiters still queued (FIFO).
+	waitedSince time.Time
 }
 
 type waiter struct {
+	since     time.Time // when it joined the queue: FIFO order
 	from      msg.Member
 	fromInc   uint64
 	req       msg.RequestID

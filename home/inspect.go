@@ -1,0 +1,17 @@
+package home
+
+import "time"
+
+// QueueOrder reports, for checkers, when the live delegation's request joined
+// the queue and when each request still queued for key did. FIFO holds when
+// no queued request is older than the one granted.
+func (m *Machine) QueueOrder(key string) (granted time.Time, ok bool, queued []time.Time) {
+	ke := m.keys[key]
+	if ke == nil || ke.deleg == nil {
+		return time.Time{}, false, nil
+	}
+	for _, w := range ke.waiters {
+		queued = append(queued, w.since)
+	}
+	return ke.deleg.waitedSince, true, queued
+}
