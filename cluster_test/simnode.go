@@ -7,6 +7,7 @@ import (
 	"github.com/homelock/homelock/epoch"
 	"github.com/homelock/homelock/home"
 	"github.com/homelock/homelock/internal/core"
+	"github.com/homelock/homelock/internal/deadline"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -53,8 +54,8 @@ func (n *simNode) trueAt(l time.Time) time.Time {
 
 func (d *disk) state() epoch.State {
 	st := epoch.State{}
-	for _, r := range d.acceptor {
-		st.Acceptor = append(st.Acceptor, r)
+	for _, i := range deadline.SortedKeys(d.acceptor) {
+		st.Acceptor = append(st.Acceptor, d.acceptor[i])
 	}
 	if d.learned != nil {
 		l := *d.learned

@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/homelock/homelock/delegation"
@@ -33,12 +34,18 @@ const (
 
 func (s *Sim) keyName(hot bool, i int) string {
 	if hot {
-		return fmt.Sprintf("hot-%d", i)
+		return s.hotKeys[i]
 	}
-	return fmt.Sprintf("cold-%d", i)
+	return s.coldKeys[i]
 }
 
 func (s *Sim) startWorkload() {
+	for i := 0; i < s.cfg.HotKeys; i++ {
+		s.hotKeys = append(s.hotKeys, fmt.Sprintf("hot-%d", i))
+	}
+	for i := 0; i < max(1, s.cfg.ColdKeys); i++ {
+		s.coldKeys = append(s.coldKeys, fmt.Sprintf("cold-%d", i))
+	}
 	for _, n := range s.nodes {
 		for l := 0; l < s.cfg.Lockers; l++ {
 			s.scheduleLock(n, time.Duration(s.rng.Int64N(int64(200*time.Millisecond))))
@@ -148,7 +155,7 @@ func (s *Sim) hookDone(n *simNode, e delegation.Event) {
 	now := n.local(s.now)
 	switch e.Kind {
 	case delegation.Settle:
-		barrier := []byte(fmt.Sprintf("%d", s.check.reg(e.Key).version))
+		barrier := strconv.AppendInt(nil, int64(s.check.reg(e.Key).version), 10)
 		n.apply(s, n.core.Settled(now, e.Key, e.Token, barrier, nil))
 	case delegation.WaitFresh:
 		n.apply(s, n.core.Fresh(now, e.Key, e.Token, nil))

@@ -3,7 +3,6 @@ package clustertest
 import (
 	"container/heap"
 	"fmt"
-	"hash/fnv"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -46,13 +45,15 @@ type Sim struct {
 	faults   map[string]int
 	nEvents  int
 	hash     uint64
-	recent   []string
+	recent   []traceRec
 	recentAt int
 	stopped  bool
 	healedAt time.Time
 	// downAfter is this seed's failure-detection delay; below the lease it
 	// removes homes whose delegations still run, which is what gates are for.
 	downAfter time.Duration
+
+	hotKeys, coldKeys []string
 }
 
 type eventKind uint8
@@ -122,7 +123,7 @@ func newSim(cfg SimConfig) *Sim {
 	s.downAfter = 200*time.Millisecond + time.Duration(s.rng.Int64N(int64(time.Second)))
 	s.check = newChecker(s)
 	s.net = newNetwork()
-	s.recent = make([]string, 0, recentEvents)
+	s.recent = make([]traceRec, 0, recentEvents)
 	var initial []msg.Member
 	for i := 0; i < cfg.Nodes; i++ {
 		n := s.addNode(i)
@@ -194,7 +195,7 @@ func (s *Sim) dispatch(e *event) {
 	}
 	switch e.kind {
 	case evDeliver:
-		s.trace("deliver %s->%s %s", e.env.From.ID, n.id, describe(e.env.Body))
+		s.trace("deliver %s->%s %v", e.env.From.ID, n.id, described{e.env.Body})
 		n.apply(s, n.core.Receive(n.local(s.now), e.env))
 	case evTick:
 		if e.seq != n.tickSeq {
@@ -255,29 +256,78 @@ func (s *Sim) nodeByID(id msg.NodeID) *simNode {
 
 const recentEvents = 80
 
+// traceRec is one event as the trace keeps it: formatted only when a report
+// or a replay needs the line, since formatting every event would dominate a
+// run's cost.
+type traceRec struct {
+	at     time.Time
+	format string
+	args   []any
+}
+
+func (r traceRec) String() string {
+	return fmt.Sprintf("%9.4fs "+r.format, append([]any{r.at.Sub(simBase).Seconds()}, r.args...)...)
+}
+
 // trace hashes every event (same seed, same trace) and keeps the last few.
 func (s *Sim) trace(format string, args ...any) {
-	line := fmt.Sprintf("%9.4fs "+format, append([]any{s.now.Sub(simBase).Seconds()}, args...)...)
-	h := fnv.New64a()
-	h.Write([]byte(line))
-	s.hash = s.hash*1099511628211 ^ h.Sum64()
-	if s.cfg.Trace {
-		s.recent = append(s.recent, line)
+	h := s.hash*1099511628211 ^ uint64(s.now.UnixNano())
+	h = mixString(h, format)
+	for _, a := range args {
+		h = mixArg(h, a)
+	}
+	s.hash = h
+	rec := traceRec{at: s.now, format: format, args: args}
+	if s.cfg.Trace || len(s.recent) < recentEvents {
+		s.recent = append(s.recent, rec)
 		return
 	}
-	if len(s.recent) < recentEvents {
-		s.recent = append(s.recent, line)
-		return
-	}
-	s.recent[s.recentAt] = line
+	s.recent[s.recentAt] = rec
 	s.recentAt = (s.recentAt + 1) % recentEvents
 }
 
-func (s *Sim) lastEvents() []string {
-	if s.cfg.Trace || len(s.recent) < recentEvents {
-		return slices.Clone(s.recent)
+func mixString(h uint64, v string) uint64 {
+	for i := 0; i < len(v); i++ {
+		h = (h ^ uint64(v[i])) * 1099511628211
 	}
-	return append(slices.Clone(s.recent[s.recentAt:]), s.recent[:s.recentAt]...)
+	return h
+}
+
+func mixUint(h, v uint64) uint64 { return (h ^ v) * 1099511628211 }
+
+func mixArg(h uint64, a any) uint64 {
+	switch v := a.(type) {
+	case string:
+		return mixString(h, v)
+	case msg.NodeID:
+		return mixString(h, string(v))
+	case int:
+		return mixUint(h, uint64(v))
+	case uint64:
+		return mixUint(h, v)
+	case fence.Token:
+		return mixUint(mixUint(mixUint(h, v.Epoch), v.Incarnation), v.Counter)
+	case time.Duration:
+		return mixUint(h, uint64(v))
+	case described:
+		return mixUint(h, uint64(v.b.Kind()))
+	case msg.Body:
+		return mixUint(h, uint64(v.Kind()))
+	default:
+		return mixString(h, fmt.Sprint(v))
+	}
+}
+
+func (s *Sim) lastEvents() []string {
+	recs := s.recent
+	if !s.cfg.Trace && len(s.recent) == recentEvents {
+		recs = append(slices.Clone(s.recent[s.recentAt:]), s.recent[:s.recentAt]...)
+	}
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		out[i] = r.String()
+	}
+	return out
 }
 
 func (s *Sim) result() Result {
@@ -295,6 +345,11 @@ func (s *Sim) result() Result {
 	}
 	return r
 }
+
+// described formats a message body lazily for the trace.
+type described struct{ b msg.Body }
+
+func (d described) String() string { return describe(d.b) }
 
 func describe(b msg.Body) string {
 	switch m := b.(type) {

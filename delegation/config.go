@@ -32,11 +32,19 @@ type Mutations struct {
 	AnchorAtReceipt bool
 	// AdmitRecalledGrant uses a Grant whose Recall overtook it (H6).
 	AdmitRecalledGrant bool
-	// OwnBarrier releases with an empty barrier even when nothing was
-	// admitted, instead of passing the inherited one on (H18).
+	// OwnBarrier settles through the store's barrier hook, without the
+	// inherited barrier, even when nothing was admitted, so the release
+	// carries the store's own (possibly older) position instead of the
+	// inherited one (H18).
 	OwnBarrier bool
 	// UntaggedHooks accepts a hook completion for any token (H20).
 	UntaggedHooks bool
+	// KeepOldIncReplies makes the driver (core) keep listening to a node's
+	// incarnations below one that reclaimed from us (H1, H11).
+	KeepOldIncReplies bool
+	// ReclaimLastIncOnly answers a Reclaim with the delegations of the
+	// reclaiming node's previous incarnation only (H3).
+	ReclaimLastIncOnly bool
 }
 
 // EventKind says what an Event reports.

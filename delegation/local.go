@@ -76,7 +76,9 @@ func (m *Machine) admit(now time.Time, key string, ks *keyState, locker uint64, 
 	if lease > 0 && now.Add(lease).Before(end) {
 		end = now.Add(lease)
 	}
-	h := &handle{locker: locker, leaseEnd: ks.expires}
+	// Without its own lease a critical section follows the delegation, so a
+	// renewal extends it too (leaseEnd zero).
+	h := &handle{locker: locker}
 	if lease > 0 {
 		h.leaseEnd = now.Add(lease)
 	}
@@ -97,7 +99,7 @@ func (m *Machine) admit(now time.Time, key string, ks *keyState, locker uint64, 
 
 // handleEnd is when the admitted critical section must stop.
 func (ks *keyState) handleEnd() time.Time {
-	if ks.active.leaseEnd.Before(ks.expires) {
+	if !ks.active.leaseEnd.IsZero() && ks.active.leaseEnd.Before(ks.expires) {
 		return ks.active.leaseEnd
 	}
 	return ks.expires

@@ -110,8 +110,9 @@ func (m *Machine) shorten(d time.Duration) time.Duration {
 // OnEpoch retargets outstanding requests at the keys' homes in the new epoch.
 func (m *Machine) OnEpoch(now time.Time, e msg.Epoch) {
 	m.ring = epoch.NewRing(e)
-	for key, ks := range m.keys {
-		if ks.phase != requested {
+	for _, key := range deadline.SortedKeys(m.keys) {
+		ks := m.keys[key]
+		if ks == nil || ks.phase != requested {
 			continue
 		}
 		if h, ok := m.ring.Home(key); ok && !h.Same(ks.target) {
@@ -176,8 +177,8 @@ func (m *Machine) Holding(key string) (tok fence.Token, expires time.Time, activ
 // ClockJump drops every delegation this node holds at once: its clock can no
 // longer be trusted to expire them before their homes do (H9).
 func (m *Machine) ClockJump(now time.Time) {
-	for key, ks := range m.keys {
-		if ks.phase == held {
+	for _, key := range deadline.SortedKeys(m.keys) {
+		if ks := m.keys[key]; ks != nil && ks.phase == held {
 			m.lose(now, ks, key, "clock jump")
 			m.service(now, key, ks)
 		}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/homelock/homelock/fence"
+	"github.com/homelock/homelock/internal/deadline"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -188,9 +189,14 @@ func (m *Machine) Fresh(now time.Time, key string, tok fence.Token, err error) {
 // from its older incarnations from now on (H1, H11).
 func (m *Machine) Reclaim(now time.Time, env msg.Envelope) {
 	var kept []msg.HeldDelegation
-	for key, ks := range m.keys {
+	for _, key := range deadline.SortedKeys(m.keys) {
+		ks := m.keys[key]
+		if ks == nil {
+			continue
+		}
 		switch {
-		case ks.phase == held && ks.issuer.ID == env.From.ID && ks.issuerInc < env.FromInc:
+		case ks.phase == held && ks.issuer.ID == env.From.ID && ks.issuerInc < env.FromInc &&
+			(!m.cfg.Mutations.ReclaimLastIncOnly || ks.issuerInc+1 == env.FromInc):
 			kept = append(kept, msg.HeldDelegation{Key: key, Token: ks.token, Remaining: ks.expires.Sub(now), Barrier: ks.inherited})
 			ks.issuer, ks.issuerInc = env.From, env.FromInc
 			ks.renewAt = time.Time{}

@@ -209,16 +209,16 @@ func (m *Machine) sendRenew(now time.Time, key string, ks *keyState) {
 // then Release with the store's barrier. A holder that admitted nothing
 // passes on the barrier it inherited (H18).
 func (m *Machine) drain(now time.Time, key string, ks *keyState) {
-	if ks.admitted == 0 {
-		b := ks.inherited
-		if m.cfg.Mutations.OwnBarrier {
-			b = nil
-		}
-		m.release(now, key, ks, b)
+	if ks.admitted == 0 && !m.cfg.Mutations.OwnBarrier {
+		m.release(now, key, ks, ks.inherited)
 		return
 	}
+	barrier := ks.inherited
+	if ks.admitted == 0 {
+		barrier = nil // OwnBarrier: the store returns its own (older) position
+	}
 	ks.settling = true
-	m.event(Event{Kind: Settle, Key: key, Token: ks.token, Barrier: ks.inherited, Deadline: ks.expires})
+	m.event(Event{Kind: Settle, Key: key, Token: ks.token, Barrier: barrier, Deadline: ks.expires})
 }
 
 func (m *Machine) release(now time.Time, key string, ks *keyState, barrier []byte) {

@@ -25,7 +25,7 @@ func (m *Machine) acceptorFor(i uint64) bool {
 // E1 that only happens at bootstrap, with a different initial list: such a
 // node refuses to join.
 func (m *Machine) sameEpochN(env msg.Envelope, instance uint64) bool {
-	return env.Epoch+1 == instance && env.Digest == m.learned.Epoch.Digest()
+	return env.Epoch+1 == instance && env.Digest == m.learnedDigest()
 }
 
 func (m *Machine) onPrepare(now time.Time, env msg.Envelope, p msg.Prepare) {

@@ -64,7 +64,7 @@ func (m *Machine) renewalResult(sender msg.Member, number, digest uint64) (msg.R
 	switch {
 	case n > number:
 		return msg.RenewalNewerEpoch, 0
-	case n < number || digest != m.learned.Epoch.Digest():
+	case n < number || digest != m.learnedDigest():
 		return msg.RenewalUnknownEpoch, 0
 	case !m.isMember(m.learned.Epoch, sender) && !testRenewNonMember:
 		return msg.RenewalNotMember, 0 // H14
@@ -150,7 +150,7 @@ func (m *Machine) onRenewalAnswer(now time.Time, env msg.Envelope, a msg.Renewal
 	}
 	switch a.Result {
 	case msg.RenewalOK:
-		if env.Epoch != r.epoch || env.Digest != m.learned.Epoch.Digest() {
+		if env.Epoch != r.epoch || env.Digest != m.learnedDigest() {
 			return
 		}
 		r.answered = append(r.answered, env.From.ID)

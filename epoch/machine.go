@@ -65,6 +65,9 @@ type Machine struct {
 	// State), so nothing is ever acted on that a crash could forget (H10).
 	learned   *Learned
 	learnedAt time.Time
+	// digestOf is the learned value digest was computed for (a cache).
+	digestOf *Learned
+	digest   uint64
 
 	// acc holds the acceptor records for instances above learned.Number
 	// (only learned.Number+1 can exist). Invariant: each was returned in
@@ -376,13 +379,22 @@ func cloneRecord(r AcceptorRecord) AcceptorRecord {
 	return r
 }
 
+// learnedDigest is the learned epoch's digest, computed once per epoch: every
+// renewal and every header compares it.
+func (m *Machine) learnedDigest() uint64 {
+	if m.digestOf != m.learned {
+		m.digestOf, m.digest = m.learned, m.learned.Epoch.Digest()
+	}
+	return m.digest
+}
+
 // envelopeTo builds an envelope from this node with its current header; the
 // simulator and tests use it for messages a driver sends itself (Join, Leave).
 func (m *Machine) envelopeTo(to msg.NodeID, body msg.Body) msg.Envelope {
 	env := msg.Envelope{From: m.cfg.Self, To: to, Version: m.cfg.Self.Version, Body: body}
 	if m.learned != nil {
 		env.Epoch = m.learned.Epoch.Number
-		env.Digest = m.learned.Epoch.Digest()
+		env.Digest = m.learnedDigest()
 	}
 	return env
 }

@@ -64,4 +64,10 @@ type Mutations struct {
 	NoRestartGate bool
 	// RenewNonMembers keeps renewing delegations of removed members (H14).
 	RenewNonMembers bool
+	// WaiveRestartWithoutMarker lets a completed reclaim waive the restart
+	// gate without the current epoch's gate-passed marker (H19).
+	WaiveRestartWithoutMarker bool
+	// EchoFirstAttempt makes a Grant echo the first attempt of a request
+	// instead of the last one received (H22).
+	EchoFirstAttempt bool
 }

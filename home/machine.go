@@ -120,8 +120,8 @@ func (m *Machine) OnEpoch(now time.Time, l epoch.Learned) {
 	if len(m.history) > maxHistory {
 		m.history = append(m.history[:0], m.history[len(m.history)-maxHistory:]...)
 	}
-	for key, ke := range m.keys {
-		m.serve(now, key, ke)
+	for _, key := range deadline.SortedKeys(m.keys) {
+		m.serve(now, key, m.keys[key])
 	}
 }
 
@@ -132,7 +132,7 @@ func (m *Machine) SetLiveness(now, until time.Time) {
 	if !grew || !m.isLive(now) {
 		return
 	}
-	for key := range m.needLiveness {
+	for _, key := range deadline.SortedKeys(m.needLiveness) {
 		delete(m.needLiveness, key)
 		if ke := m.keys[key]; ke != nil {
 			m.serve(now, key, ke)
@@ -151,7 +151,7 @@ func (m *Machine) restartGateEnd() time.Time {
 	if m.restartGate.IsZero() {
 		return time.Time{}
 	}
-	if m.markerAtStart && m.reclaimWait != nil && len(m.reclaimWait) == 0 {
+	if (m.markerAtStart || m.cfg.Mutations.WaiveRestartWithoutMarker) && m.reclaimWait != nil && len(m.reclaimWait) == 0 {
 		return time.Time{}
 	}
 	return m.restartGate

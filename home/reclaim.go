@@ -3,6 +3,7 @@ package home
 import (
 	"time"
 
+	"github.com/homelock/homelock/internal/deadline"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -21,7 +22,7 @@ func (m *Machine) startReclaim(now time.Time, e msg.Epoch) {
 
 func (m *Machine) sendReclaims(now time.Time) {
 	m.reclaimSentAt = now
-	for id := range m.reclaimWait {
+	for _, id := range deadline.SortedKeys(m.reclaimWait) {
 		m.send(id, msg.Reclaim{})
 	}
 }
@@ -68,8 +69,10 @@ func (m *Machine) ReclaimAnswer(now time.Time, env msg.Envelope, a msg.ReclaimAn
 	}
 	if len(m.reclaimWait) == 0 {
 		// The restart gate may have just been waived: serve what waited on it.
-		for key, ke := range m.keys {
-			m.serve(now, key, ke)
+		for _, key := range deadline.SortedKeys(m.keys) {
+			if ke := m.keys[key]; ke != nil {
+				m.serve(now, key, ke)
+			}
 		}
 	}
 }
@@ -78,7 +81,11 @@ func (m *Machine) ReclaimAnswer(now time.Time, env msg.Envelope, a msg.ReclaimAn
 // node that has restarted (it sent us Reclaim as incarnation inc): its
 // volatile holder state is gone, so nothing runs under them any more.
 func (m *Machine) HolderRestarted(now time.Time, node msg.Member, inc uint64) {
-	for key, ke := range m.keys {
+	for _, key := range deadline.SortedKeys(m.keys) {
+		ke := m.keys[key]
+		if ke == nil {
+			continue
+		}
 		if d := ke.deleg; d != nil && d.holder.ID == node.ID && d.holderInc < inc {
 			m.free(now, ke, true, nil)
 			m.serve(now, key, ke)
