@@ -78,11 +78,12 @@ func (m *Machine) admit(now time.Time, key string, ks *keyState, locker uint64, 
 	}
 	// Without its own lease a critical section follows the delegation, so a
 	// renewal extends it too (leaseEnd zero).
-	h := &handle{locker: locker}
+	// The handle lives in the key's state: the fast path allocates nothing.
+	ks.slot = handle{locker: locker}
 	if lease > 0 {
-		h.leaseEnd = now.Add(lease)
+		ks.slot.leaseEnd = now.Add(lease)
 	}
-	ks.active = h
+	ks.active = &ks.slot
 	ks.admitted++
 	if ks.left > 0 {
 		ks.left--

@@ -67,7 +67,8 @@ type keyState struct {
 	releasedAt  time.Time
 
 	// Local lockers: the one admitted and those queued (FIFO).
-	active *handle
+	active *handle // nil, or &slot
+	slot   handle
 	queue  []localWaiter
 
 	wake time.Time

@@ -1,0 +1,68 @@
+package delegation
+
+import (
+	"testing"
+	"time"
+
+	"github.com/homelock/homelock/fence"
+	"github.com/homelock/homelock/msg"
+)
+
+// heldMachine returns a holder that holds key's delegation until far away.
+func heldMachine(tb testing.TB, key string) (*Machine, time.Time) {
+	self := msg.Member{ID: "n1", Store: 1, Addr: "n1", Version: 1}
+	m := New(Config{Self: self, Inc: 1, MaxDrift: 0.01, MinUseful: time.Millisecond, RetryInterval: 10 * time.Millisecond, Lease: time.Hour})
+	now := time.Unix(1000, 0)
+	m.OnEpoch(now, msg.Epoch{Number: 1, Members: []msg.Member{self}})
+	m.Lock(now, key, 1, now.Add(time.Second), 0)
+	out := m.Ready()
+	if len(out.Msgs) != 1 {
+		tb.Fatalf("Lock sent %d messages, want one Acquire", len(out.Msgs))
+	}
+	a := out.Msgs[0].Body.(msg.Acquire)
+	m.Grant(now, msg.Envelope{From: self, FromInc: 1}, msg.Grant{Key: key, Req: a.Req, Attempt: a.Attempt, Token: fence.Token{Epoch: 1, Incarnation: 1, Counter: 1}, Lease: time.Hour})
+	if ev := m.Ready().Events; len(ev) != 1 || ev[0].Kind != Admitted {
+		tb.Fatalf("grant produced %+v, want one admission", ev)
+	}
+	if !m.Unlock(now, key, 1) {
+		tb.Fatal("first unlock was not the fast path")
+	}
+	return m, now
+}
+
+// BenchmarkTryAdmitUnlock is the repeat-lock fast path: a key whose
+// delegation this node holds, locked and unlocked with zero messages.
+func BenchmarkTryAdmitUnlock(b *testing.B) {
+	m, now := heldMachine(b, "k")
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		locker := uint64(i + 2)
+		if _, ok := m.TryAdmit(now, "k", locker, 0); !ok {
+			b.Fatal("fast path refused")
+		}
+		if !m.Unlock(now, "k", locker) {
+			b.Fatal("unlock left work")
+		}
+	}
+	if out := m.Ready(); len(out.Msgs) != 0 {
+		b.Fatalf("fast path sent %d messages", len(out.Msgs))
+	}
+}
+
+// TestFastPathSendsNothing: repeat locks of a held key send no message and
+// allocate nothing.
+func TestFastPathSendsNothing(t *testing.T) {
+	m, now := heldMachine(t, "k")
+	allocs := testing.AllocsPerRun(1000, func() {
+		if _, ok := m.TryAdmit(now, "k", 7, 0); !ok {
+			t.Fatal("fast path refused")
+		}
+		m.Unlock(now, "k", 7)
+	})
+	if allocs != 0 {
+		t.Errorf("fast path allocates %.1f times per lock", allocs)
+	}
+	if out := m.Ready(); len(out.Msgs) != 0 || len(out.Events) != 0 {
+		t.Errorf("fast path produced %d messages and %d events", len(out.Msgs), len(out.Events))
+	}
+}

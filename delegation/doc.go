@@ -1,0 +1,42 @@
+// Package delegation is the holder side: the delegations this node holds,
+// local FIFO admission per key, the holder-first lease clock, renew, drain on
+// recall, release with the store's freshness barrier, and the requests that
+// ask homes for delegations.
+//
+// It is a pure state machine: no goroutines, no I/O, no clock. Local calls
+// (TryAdmit, Lock, Unlock, Cancel, Settled, Fresh) and messages (Grant, Wait,
+// NotHome, Refused, Recall, RenewReply, Reclaim) take the current time; Ready
+// returns messages and Events for the driver: Admitted, Extended, Revoked and
+// Failed for lockers, Settle and WaitFresh for the store's hooks, which run
+// off the driver's lock and report back tagged with (key, token).
+//
+// # One key at a holder
+//
+//	idle ─Lock─► requested ─Grant─► held ─Recall / contended / lapse─► drain
+//	              │ resend every RetryInterval        │ renew while in use
+//	              └ Refused / deadline ─► Failed      └ expiry ─► Revoked
+//	drain: admitted nothing ─► Release(inherited barrier)
+//	       admitted ─► Settle hook ─► Release(store's barrier)
+//
+// While this node holds a key's delegation, Lock and Unlock are a local mutex:
+// TryAdmit admits with zero messages and no allocation.
+//
+// # Invariants
+//
+//   - L1 holder first: a lease is anchored at the send of the attempt its reply
+//     echoes (never at receipt) and shortened by the drift bound, while the
+//     home anchors at its grant and lengthens by Skew, so the holder's lease
+//     ends first in true time (H6, H22).
+//   - L2 one outstanding Acquire per key; request IDs (incarnation, sequence)
+//     only grow, across restarts too; a Grant that answers no outstanding
+//     request, arrives too late, or was recalled before it arrived is released
+//     unused: a lost or late reply never makes a second holder.
+//   - L3 no critical section is admitted on a recalled delegation, on one with
+//     less than MinUseful left, or while a renewal's outcome is unknown near
+//     expiry (OWNERSHIP_UNKNOWN); a critical section's own lease never exceeds
+//     the delegation's, and runs out as Revoked.
+//   - L4 barriers never go backwards: a holder that admitted nothing passes on
+//     the barrier it inherited (H18); a hook completion for another token is
+//     dropped and a failed hook sends no Release (H20).
+//   - L5 a clock jump drops every held delegation at once (H9).
+package delegation

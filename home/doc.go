@@ -1,0 +1,44 @@
+// Package home is the arbiter for the keys this node is home for: the
+// delegation table, FIFO waiters, grants, recalls, expiry, the restart gate
+// and reclaim, and handoff when the epoch moves a key to another home.
+//
+// It is a pure state machine, like epoch and delegation: no goroutines, no
+// I/O, no clock. Each input (Acquire, Release, Renew, Withdraw, DrainQuery,
+// Drained, GateRemaining, ReclaimAnswer, OnEpoch, SetLiveness, Tick) takes the
+// current time; what must happen comes back from Ready as messages to send
+// and gate-passed markers to sync first. internal/core routes messages to it
+// and is its only driver.
+//
+// # The loop of one key
+//
+//	Acquire ─► gated? liveness? ─► free ─► Grant (token = epoch.incarnation.counter)
+//	              │                 held ─► queue (FIFO) + Recall once
+//	              └─► queue, answer Wait{gate|liveness}; a gated moved key
+//	                  pulls DrainQuery from its previous home
+//	Release(exact token) ─► free ─► grant the oldest waiter, barrier handed on
+//	expiry on the home's longer clock ─► free, counted as an expired hold
+//
+// # Invariants
+//
+//   - D1 at most one live delegation per key; a home never forgets one before
+//     its expiry (caps refuse new requests, nothing is evicted).
+//   - D2 tokens a home grants for a key only grow: the counter only grows
+//     within an incarnation, incarnations grow across restarts, epochs across
+//     homes (F1 in fence).
+//   - D3 a delegation never outlives the home's epoch liveness: its lease is
+//     clamped to it, which is what lets a new epoch's activation gate bound
+//     every delegation of the old one.
+//   - G1 every key a home serves in epoch e passes its activation gate
+//     (learnedAt(e) + EpochLease + Skew, carried across epochs by continuity,
+//     H4) before its first grant, unless a valid Drained from its previous
+//     home waived the term; the restart gate is never waived by Drained (H13).
+//   - G2 a home vouches Drained only for a key it served in the previous epoch
+//     with its gate passed, no longer grants, and holds no live delegation
+//     for (H5, H12, H19).
+//   - R1 a restarted home gates everything until start + EpochLease + Skew
+//     unless its current epoch's gate-passed marker was synced and every
+//     member answered its reclaim (H2, H3); reclaimed delegations are adopted.
+//   - Fairness: waiters are granted oldest first; a recalled holder queues
+//     behind those already waiting; a grant made while others wait is marked
+//     contended, so its holder admits one critical section and drains.
+package home
