@@ -24,6 +24,7 @@ const (
 	invEpochFork    = "E1 epochs never fork"
 	invLinearizable = "I4 linearizable history (porcupine)"
 	invFIFO         = "fairness: FIFO grants"
+	invFailClosed   = "V1 mixed versions fail closed"
 )
 
 type checker struct {
@@ -107,6 +108,15 @@ func (c *checker) bump(m map[string]map[msg.NodeID]int, key string, id msg.NodeI
 // its holder's clock) and that admissions never go back in token order.
 func (c *checker) admit(cs *critical) {
 	c.admissions++
+	if l, ok := cs.node.core.Current(); ok {
+		for _, m := range l.Epoch.Members {
+			if m.Version != cs.node.member.Version {
+				c.fail(invFailClosed, "%s (v%d) admitted %s while its epoch %d has %s at v%d",
+					cs.node.id, cs.node.member.Version, cs.key, l.Epoch.Number, m.ID, m.Version)
+				return
+			}
+		}
+	}
 	for _, o := range c.open[cs.key] {
 		if o.closed || o == cs {
 			continue

@@ -31,7 +31,7 @@ func (s *Sim) randomFault() {
 		d = time.Duration(s.rng.Int64N(int64(d))) + 50*time.Millisecond
 		return min(d, remaining)
 	}
-	switch s.rng.IntN(11) {
+	switch s.rng.IntN(12) {
 	case 0: // partition one node from the rest, both ways or one way
 		n := s.randomNode()
 		oneWay := s.rng.IntN(3) == 0
@@ -115,6 +115,19 @@ func (s *Sim) randomFault() {
 		n.apply(s, n.core.Leave(n.local(s.now)))
 	case 9: // a new node joins
 		s.joinNew(s.someLiveMember(nil))
+	case 11: // a rolling upgrade to the next protocol version, one node at a
+		// time: cluster locks must fail closed from the first upgraded node
+		// until the epoch carries the new version everywhere
+		if s.version != 1 {
+			return
+		}
+		s.version = 2
+		s.faults["rolling_upgrade"]++
+		s.trace("rolling upgrade to v%d", s.version)
+		gap := 100*time.Millisecond + time.Duration(s.rng.Int64N(int64(700*time.Millisecond)))
+		for i, n := range s.nodes {
+			s.After(time.Duration(i)*gap, func() { s.upgrade(n) })
+		}
 	case 10: // two members propose different epochs for one instance at once,
 		// over a slow, reordering network: the duel that only a durable
 		// promise and acceptance keep from choosing twice
@@ -160,6 +173,18 @@ func (s *Sim) liveOutside(group []*simNode) []*simNode {
 	return out
 }
 
+// upgrade restarts n running the cluster's target version; it joins again
+// so that the epoch carries its new version.
+func (s *Sim) upgrade(n *simNode) {
+	if n.member.Version == s.version {
+		return
+	}
+	s.crash(n)
+	n.member.Version = s.version
+	s.trace("upgraded %s to v%d", n.id, s.version)
+	s.restart(n)
+}
+
 // healAll ends the fault phase: network healed, everyone up and resumed,
 // and every node that is not a member asks to join again (as the root
 // package does when it finds itself outside the epoch).
@@ -169,6 +194,7 @@ func (s *Sim) healAll() {
 	for _, n := range s.nodes {
 		s.resume(n)
 		s.restart(n)
+		s.upgrade(n)
 	}
 	s.ensureMembers()
 }
@@ -179,8 +205,7 @@ func (s *Sim) ensureMembers() {
 		if n.core == nil {
 			continue
 		}
-		l, ok := n.core.Current()
-		if ok && l.Epoch.Has(n.member) {
+		if !n.core.NeedsJoin() {
 			continue
 		}
 		n.removed = true

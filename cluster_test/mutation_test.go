@@ -25,6 +25,7 @@ var mutations = []struct {
 	{name: "new home grants a moved key at once", m: Mutations{Home: home.Mutations{GrantMovedAtOnce: true}}},
 	{name: "gate not carried across quick epochs", m: Mutations{Home: home.Mutations{NoGateCarry: true}}},
 	{name: "home grants out of FIFO order", m: Mutations{Home: home.Mutations{LIFO: true}}},
+	{name: "holder locks in a mixed-version epoch", m: Mutations{Holder: delegation.Mutations{IgnoreVersions: true}}},
 }
 
 // TestMutationsAreCaught shows that the checkers can fail: with each rule

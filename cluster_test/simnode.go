@@ -114,6 +114,13 @@ func (n *simNode) start(s *Sim, initial []msg.Member, seed *simNode) {
 		n.apply(s, n.core.Bootstrap(now, initial))
 	case seed != nil:
 		n.apply(s, n.core.Join(now, seed.member))
+	case n.core.NeedsJoin():
+		// Restarted with another version (or removed meanwhile): ask again.
+		if m := s.someLiveMember(n); m != nil {
+			n.apply(s, n.core.Join(now, m.member))
+			break
+		}
+		n.apply(s, n.core.Tick(now))
 	default:
 		n.apply(s, n.core.Tick(now))
 	}

@@ -54,6 +54,8 @@ type Sim struct {
 	downAfter time.Duration
 
 	hotKeys, coldKeys []string
+	// version is the protocol version nodes run (or are being upgraded to).
+	version uint32
 }
 
 type eventKind uint8
@@ -121,6 +123,7 @@ func newSim(cfg SimConfig) *Sim {
 		hash:   14695981039346656037,
 	}
 	s.downAfter = 200*time.Millisecond + time.Duration(s.rng.Int64N(int64(time.Second)))
+	s.version = 1
 	s.check = newChecker(s)
 	s.net = newNetwork()
 	s.recent = make([]traceRec, 0, recentEvents)
@@ -147,7 +150,7 @@ func newSim(cfg SimConfig) *Sim {
 // addNode creates node i with its own clock (offset and rate within the
 // drift bound) and an empty disk.
 func (s *Sim) addNode(i int) *simNode {
-	version := uint32(1)
+	version := max(s.version, 1)
 	if i < len(s.cfg.Versions) {
 		version = s.cfg.Versions[i]
 	}

@@ -39,6 +39,8 @@ type Mutations struct {
 	OwnBarrier bool
 	// UntaggedHooks accepts a hook completion for any token (H20).
 	UntaggedHooks bool
+	// IgnoreVersions admits cluster locks in a mixed-version epoch.
+	IgnoreVersions bool
 	// KeepOldIncReplies makes the driver (core) keep listening to a node's
 	// incarnations below one that reclaimed from us (H1, H11).
 	KeepOldIncReplies bool

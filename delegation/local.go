@@ -17,6 +17,10 @@ func (m *Machine) TryAdmit(now time.Time, key string, locker uint64, lease time.
 // Lock queues locker for key until deadline; an Admitted or Failed event
 // answers it. lease bounds its critical section (0: the delegation's).
 func (m *Machine) Lock(now time.Time, key string, locker uint64, deadline time.Time, lease time.Duration) {
+	if m.mixed != "" {
+		m.event(Event{Kind: Failed, Key: key, Locker: locker, Reason: ReasonUnavailable, Detail: m.mixed})
+		return
+	}
 	if ev, ok := m.TryAdmit(now, key, locker, lease); ok {
 		m.event(ev)
 		return
@@ -67,7 +71,7 @@ func (m *Machine) Cancel(now time.Time, key string, locker uint64) {
 // A holder whose renewal is outstanding near expiry is in OWNERSHIP_UNKNOWN
 // and admits nothing.
 func (m *Machine) canAdmit(now time.Time, ks *keyState) bool {
-	return ks.phase == held && ks.fresh && !ks.settling && ks.left != 0 &&
+	return ks.phase == held && ks.fresh && !ks.settling && ks.left != 0 && m.mixed == "" &&
 		ks.expires.Sub(now) > m.cfg.MinUseful
 }
 

@@ -1,6 +1,8 @@
 package delegation
 
 import (
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/homelock/homelock/epoch"
@@ -11,8 +13,12 @@ import (
 
 // Machine is the holder side for every key this node locks (see doc.go).
 type Machine struct {
-	cfg    Config
-	ring   *epoch.Ring
+	cfg  Config
+	ring *epoch.Ring
+	// mixed is non-empty while the epoch's members do not all run this
+	// node's protocol version: cluster locks fail closed, and it says who
+	// runs what.
+	mixed  string
 	keys   map[string]*keyState
 	seq    uint64
 	timers deadline.Heap
@@ -109,8 +115,26 @@ func (m *Machine) shorten(d time.Duration) time.Duration {
 }
 
 // OnEpoch retargets outstanding requests at the keys' homes in the new epoch.
+// If the epoch's members do not all run this node's protocol version, every
+// queued locker fails at once and nothing more is admitted: two versions are
+// two arbiters, and a lock that is only usually exclusive is worse than none.
 func (m *Machine) OnEpoch(now time.Time, e msg.Epoch) {
 	m.ring = epoch.NewRing(e)
+	m.mixed = versionMismatch(e, m.cfg.Self.Version)
+	if m.cfg.Mutations.IgnoreVersions {
+		m.mixed = ""
+	}
+	if m.mixed != "" {
+		for _, key := range deadline.SortedKeys(m.keys) {
+			ks := m.keys[key]
+			for _, w := range ks.queue {
+				m.event(Event{Kind: Failed, Key: key, Locker: w.locker, Reason: ReasonUnavailable, Detail: m.mixed})
+			}
+			ks.queue = nil
+			m.service(now, key, ks)
+		}
+		return
+	}
 	for _, key := range deadline.SortedKeys(m.keys) {
 		ks := m.keys[key]
 		if ks == nil || ks.phase != requested {
@@ -123,6 +147,24 @@ func (m *Machine) OnEpoch(now time.Time, e msg.Epoch) {
 		}
 	}
 }
+
+// versionMismatch describes the members that run another protocol version
+// than v (a match is exact; 0 advertises none), or returns "".
+func versionMismatch(e msg.Epoch, v uint32) string {
+	var b strings.Builder
+	for _, mem := range e.Members {
+		if mem.Version != v {
+			if b.Len() == 0 {
+				fmt.Fprintf(&b, "cluster locks unavailable: this node runs protocol v%d but", v)
+			}
+			fmt.Fprintf(&b, " %s runs v%d", mem.ID, mem.Version)
+		}
+	}
+	return b.String()
+}
+
+// Mixed says why cluster locks are unavailable ("" when they are not).
+func (m *Machine) Mixed() string { return m.mixed }
 
 // Tick runs what is due at now.
 func (m *Machine) Tick(now time.Time) {

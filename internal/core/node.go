@@ -143,6 +143,26 @@ func (n *Node) Current() (epoch.Learned, bool) {
 	return l, ok
 }
 
+// NeedsJoin reports whether this node must (still) ask to join: it knows no
+// epoch yet and is not bootstrapping one, or it is not in its epoch as it is
+// now — removed, or restarted with another address or protocol version (a
+// rolling upgrade). A join request dies with the member that received it, so
+// drivers ask again while this holds.
+func (n *Node) NeedsJoin() bool {
+	l, _, ok := n.ep.Current()
+	if !ok {
+		return true
+	}
+	if l.Epoch.Number == 0 {
+		return false // bootstrapping: epoch 1 comes from the initial members
+	}
+	got, in := l.Epoch.Member(n.cfg.Self.ID)
+	return !in || got != n.cfg.Self
+}
+
+// Mixed says why cluster locks are unavailable on this node ("" if they are).
+func (n *Node) Mixed() string { return n.holder.Mixed() }
+
 // LiveUntil is this node's epoch liveness.
 func (n *Node) LiveUntil() time.Time { return n.ep.LiveUntil() }
 
