@@ -1,0 +1,209 @@
+package harness
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/homelock/homelock"
+	clustertest "github.com/homelock/homelock/cluster_test"
+	"github.com/homelock/homelock/epoch"
+	"github.com/homelock/homelock/fence"
+	"github.com/homelock/homelock/msg"
+	"github.com/homelock/homelock/transport"
+)
+
+// cluster is the harness's nodes, each with the replicated store beside it.
+type cluster struct {
+	dir   string
+	keys  *fence.KeyRing
+	net   *clustertest.KVNet
+	cfgs  []homelock.Config
+	nodes []*homelock.Node
+	kvs   []*clustertest.KV
+}
+
+const operation = "harness"
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// tempRoot prefers tmpfs, so that the store's synced writes measure the lock
+// and not this machine's disk.
+func tempRoot(dir string) (string, error) {
+	if dir == "" {
+		if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+			dir = "/dev/shm"
+		}
+	}
+	return os.MkdirTemp(dir, "homelock-harness-")
+}
+
+func nodeConfig(root, id string, ring *fence.KeyRing) (homelock.Config, error) {
+	gossip, err := freeAddr()
+	if err != nil {
+		return homelock.Config{}, err
+	}
+	c := homelock.DefaultConfig()
+	c.NodeID = id
+	c.ClusterID = "harness"
+	c.DataDir = filepath.Join(root, id, "homelock")
+	c.GRPCAddr = "127.0.0.1:0"
+	c.GossipAddr = gossip
+	c.GossipTimings = transport.LocalTimings()
+	c.KeyRing = ring
+	c.GrantOperation = operation
+	c.DownAfter = 2 * time.Second
+	c.MaxLease = 5 * time.Second
+	c.EpochLease = 8 * time.Second
+	c.DefaultWait = 10 * time.Second
+	return c, nil
+}
+
+func startCluster(ctx context.Context, root string, size int) (*cluster, error) {
+	c := &cluster{dir: root, keys: fence.NewKeyRing(), net: clustertest.NewKVNet()}
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, err
+	}
+	if err := c.keys.Add("harness-1", secret); err != nil {
+		return nil, err
+	}
+	var ids []string
+	for i := range size {
+		ids = append(ids, fmt.Sprintf("n%d", i+1))
+	}
+	for i, id := range ids {
+		cfg, err := nodeConfig(root, id, c.keys)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Bootstrap, cfg.InitialMembers = true, ids
+		if i > 0 {
+			cfg.Join = []string{c.cfgs[0].GossipAddr}
+		}
+		c.cfgs = append(c.cfgs, cfg)
+	}
+	c.nodes = make([]*homelock.Node, size)
+	c.kvs = make([]*clustertest.KV, size)
+	for i := range size {
+		kv, err := c.openKV(i)
+		if err != nil {
+			c.close()
+			return nil, err
+		}
+		c.kvs[i] = kv
+		c.cfgs[i].Barrier, c.cfgs[i].WaitFresh = kv.BarrierHook, kv.WaitFreshHook
+	}
+	errs := make([]error, size)
+	var wg sync.WaitGroup
+	for i := range size {
+		wg.Go(func() { c.nodes[i], errs[i] = homelock.Open(ctx, c.cfgs[i]) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			c.close()
+			return nil, fmt.Errorf("open %s: %w", ids[i], err)
+		}
+		c.kvs[i].Attach(c.nodes[i])
+	}
+	return c, c.waitAvailable(ctx)
+}
+
+func (c *cluster) openKV(i int) (*clustertest.KV, error) {
+	return clustertest.OpenKV(clustertest.KVConfig{
+		ID: c.cfgs[i].NodeID, Dir: filepath.Join(c.dir, c.cfgs[i].NodeID, "kv"),
+		KeyRing: c.keys, Domain: c.cfgs[i].ClusterID, Operation: operation, Net: c.net,
+	})
+}
+
+func (c *cluster) waitAvailable(ctx context.Context) error {
+	for _, n := range c.nodes {
+		if n == nil {
+			continue
+		}
+		for !n.Status().Available {
+			if ctx.Err() != nil {
+				return fmt.Errorf("node %s never became available: %s", n.ID(), n.Status().Reason)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// ring is the current epoch's key-to-home map, as node i sees it.
+func (c *cluster) ring(i int) *epoch.Ring {
+	st := c.nodes[i].Status()
+	e := msg.Epoch{Number: st.Epoch, Caps: msg.Caps{Ring: msg.RingV1}}
+	for _, m := range st.Members {
+		e.Members = append(e.Members, msg.Member{ID: msg.NodeID(m.ID), Store: m.StoreID, Addr: m.Addr, Version: m.Version})
+	}
+	msg.SortMembers(e.Members)
+	return epoch.NewRing(e)
+}
+
+// keyHomedAt returns a fresh key (prefix-based) whose home is node want, or
+// whose home is not node want when other is set.
+func (c *cluster) keyHomedAt(r *epoch.Ring, want string, other bool, prefix string, next *int) string {
+	for {
+		*next++
+		k := fmt.Sprintf("%s-%d", prefix, *next)
+		h, _ := r.Home(k)
+		if (string(h.ID) == want) != other {
+			return k
+		}
+	}
+}
+
+func (c *cluster) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, n := range c.nodes {
+		if n != nil {
+			wg.Go(func() { _ = n.Close(ctx) })
+		}
+	}
+	wg.Wait()
+	for _, kv := range c.kvs {
+		if kv != nil {
+			_ = kv.Close()
+		}
+	}
+}
+
+// delegationMsgs sums, over every node, the messages and bytes sent of the
+// delegation kinds (epoch agreement and renewal rounds are background).
+func (c *cluster) delegationMsgs() (msgs, bytes uint64) {
+	for _, n := range c.nodes {
+		if n == nil {
+			continue
+		}
+		for kind, ks := range n.Stats().ByKind {
+			if delegationKind[kind] {
+				msgs += ks.Sent.Msgs
+				bytes += ks.Sent.Bytes
+			}
+		}
+	}
+	return msgs, bytes
+}
+
+var delegationKind = map[string]bool{
+	"acquire": true, "grant": true, "wait": true, "not_home": true, "refused": true, "recall": true,
+	"release": true, "renew": true, "renew_reply": true, "withdraw": true, "reclaim": true,
+	"reclaim_answer": true, "drain_query": true, "drained": true, "gate_remaining": true,
+}

@@ -1,0 +1,281 @@
+package harness
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/homelock/homelock"
+	clustertest "github.com/homelock/homelock/cluster_test"
+)
+
+func newHist() *hdr.Histogram { return hdr.New(1, int64(60*time.Second), 3) }
+
+// repeatLock: lock+unlock of a key whose delegation node 0 already holds.
+func (c *cluster) repeatLock(ctx context.Context, r *Report, d time.Duration) error {
+	n := c.nodes[0]
+	key := "repeat"
+	h, err := n.Lock(ctx, key)
+	if err != nil {
+		return err
+	}
+	_ = h.Unlock()
+	hist := newHist()
+	before, _ := c.delegationMsgs()
+	count := 0
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		for range 1024 {
+			t0 := time.Now()
+			h, err := n.Lock(ctx, key)
+			if err != nil {
+				return err
+			}
+			_ = h.Unlock()
+			_ = hist.RecordValue(max(1, time.Since(t0).Nanoseconds()))
+		}
+		count += 1024
+	}
+	after, _ := c.delegationMsgs()
+	r.RepeatLockNsP50 = float64(hist.ValueAtQuantile(50))
+	r.RepeatLockNsP99 = float64(hist.ValueAtQuantile(99))
+	r.RepeatLockMsgs = float64(after - before)
+	r.RepeatLocks = float64(count)
+	r.latencies["repeat lock (ns)"] = hist
+	return nil
+}
+
+// firstLock: uncontended acquisitions of fresh keys from node 0, with the
+// home on another node and on node 0 itself; also the wire cost of one.
+func (c *cluster) firstLock(ctx context.Context, r *Report, samples int) error {
+	ring := c.ring(0)
+	self := c.nodes[0].ID()
+	next := 0
+	for _, remote := range []bool{true, false} {
+		hist := newHist()
+		msgs0, bytes0 := c.delegationMsgs()
+		for range samples {
+			key := c.keyHomedAt(ring, self, remote, "first", &next)
+			t0 := time.Now()
+			h, err := c.nodes[0].Lock(ctx, key)
+			if err != nil {
+				return err
+			}
+			_ = hist.RecordValue(max(1, time.Since(t0).Microseconds()))
+			_ = h.Unlock()
+		}
+		msgs1, bytes1 := c.delegationMsgs()
+		if remote {
+			r.FirstLockRemoteUsP50 = float64(hist.ValueAtQuantile(50))
+			r.FirstLockRemoteUsP99 = float64(hist.ValueAtQuantile(99))
+			// The delegations lapse later with one Release each, outside
+			// this window: count it, so a lock's whole cost is here.
+			r.MsgsPerAcquisition = float64(msgs1-msgs0)/float64(samples) + 1
+			r.BytesPerAcquisition = float64(bytes1-bytes0) / float64(samples)
+			r.latencies["first lock, remote home (µs)"] = hist
+		} else {
+			r.FirstLockLocalUsP50 = float64(hist.ValueAtQuantile(50))
+			r.FirstLockLocalUsP99 = float64(hist.ValueAtQuantile(99))
+			r.latencies["first lock, local home (µs)"] = hist
+		}
+	}
+	return nil
+}
+
+// increment reads the counter under h and writes it plus one.
+func increment(ctx context.Context, kv *clustertest.KV, h *homelock.Handle, key string) error {
+	old, _, _, err := kv.Get(key)
+	if err != nil {
+		return err
+	}
+	var v uint64
+	if len(old) == 8 {
+		v = binary.BigEndian.Uint64(old)
+	}
+	_, err = kv.Put(ctx, h, key, binary.BigEndian.AppendUint64(nil, v+1))
+	return err
+}
+
+// hotKey: workers on every node do read-increment-write of one counter.
+func (c *cluster) hotKey(ctx context.Context, r *Report, d time.Duration, workers int) error {
+	key := "hot"
+	hist := newHist()
+	var mu sync.Mutex
+	perNode := make([]uint64, len(c.nodes))
+	tokens := map[string]bool{}
+	var acked atomic.Uint64
+	msgs0, bytes0 := c.delegationMsgs()
+	end := time.Now().Add(d)
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	for i := range c.nodes {
+		for range workers {
+			wg.Go(func() {
+				for time.Now().Before(end) {
+					t0 := time.Now()
+					h, err := c.nodes[i].Lock(ctx, key)
+					if err != nil {
+						firstErr.CompareAndSwap(nil, err)
+						return
+					}
+					wait := time.Since(t0)
+					if err := increment(h.Context(), c.kvs[i], h, key); err == nil {
+						acked.Add(1)
+						mu.Lock()
+						perNode[i]++
+						tokens[h.Token().String()] = true
+						_ = hist.RecordValue(max(1, wait.Microseconds()))
+						mu.Unlock()
+					}
+					_ = h.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if err, ok := firstErr.Load().(error); ok {
+		return fmt.Errorf("hot key: %w", err)
+	}
+	msgs1, bytes1 := c.delegationMsgs()
+	grants := float64(len(tokens))
+	r.HotKeyHandoffsPerS = grants / d.Seconds()
+	r.HotKeyUpdatesPerS = float64(acked.Load()) / d.Seconds()
+	r.HotKeyWaitUsP50 = float64(hist.ValueAtQuantile(50))
+	r.HotKeyWaitUsP99 = float64(hist.ValueAtQuantile(99))
+	r.latencies["hot key wait (µs)"] = hist
+	if grants > 0 {
+		r.MsgsPerHandoff = float64(msgs1-msgs0) / grants
+		r.BytesPerHandoff = float64(bytes1-bytes0) / grants
+	}
+	var sum, sq float64
+	r.HotKeyShares = nil
+	for _, v := range perNode {
+		share := float64(v) / float64(max(1, acked.Load()))
+		r.HotKeyShares = append(r.HotKeyShares, share)
+		sum += float64(v)
+		sq += float64(v) * float64(v)
+	}
+	if sq > 0 {
+		r.HotKeyFairnessJain = sum * sum / (float64(len(perNode)) * sq)
+	}
+	// Lost updates: every replica must end at the acknowledged count.
+	want := acked.Load()
+	deadline := time.Now().Add(10 * time.Second)
+	lost := uint64(0)
+	for _, kv := range c.kvs {
+		for {
+			v, _, _, _ := kv.Get(key)
+			var got uint64
+			if len(v) == 8 {
+				got = binary.BigEndian.Uint64(v)
+			}
+			if got == want || time.Now().After(deadline) {
+				if got != want {
+					lost = max(lost, diff(want, got))
+				}
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	r.HotKeyLostUpdates = float64(lost)
+	return nil
+}
+
+func diff(a, b uint64) uint64 {
+	if a > b {
+		return a - b
+	}
+	return b - a
+}
+
+// manyKeys: the same read-increment-write over keys chosen at random.
+func (c *cluster) manyKeys(ctx context.Context, r *Report, d time.Duration, workers, keys int) error {
+	hist := newHist()
+	var mu sync.Mutex
+	var ops atomic.Uint64
+	end := time.Now().Add(d)
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	for i := range c.nodes {
+		for w := range workers {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(i), uint64(w)))
+				for time.Now().Before(end) {
+					key := fmt.Sprintf("many-%d", rng.IntN(keys))
+					t0 := time.Now()
+					h, err := c.nodes[i].Lock(ctx, key)
+					if err != nil {
+						firstErr.CompareAndSwap(nil, err)
+						return
+					}
+					err = increment(h.Context(), c.kvs[i], h, key)
+					_ = h.Unlock()
+					if err == nil {
+						ops.Add(1)
+						mu.Lock()
+						_ = hist.RecordValue(max(1, time.Since(t0).Microseconds()))
+						mu.Unlock()
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if err, ok := firstErr.Load().(error); ok {
+		return fmt.Errorf("many keys: %w", err)
+	}
+	r.ManyKeysOpsPerS = float64(ops.Load()) / d.Seconds()
+	r.ManyKeysUsP50 = float64(hist.ValueAtQuantile(50))
+	r.ManyKeysUsP99 = float64(hist.ValueAtQuantile(99))
+	r.latencies["many keys op (µs)"] = hist
+	return nil
+}
+
+// storeWrites measures a store's plain write throughput on its own Pebble
+// (unsynced, so that CPU, not the disk, is what homelock could take away).
+func storeWrites(dir string, d time.Duration) (float64, error) {
+	db, err := pebble.Open(dir, &pebble.Options{Logger: quiet{}})
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	val := make([]byte, 64)
+	n := 0
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		for range 256 {
+			k := binary.BigEndian.AppendUint64([]byte("w"), uint64(n%100000))
+			if err := db.Set(k, val, pebble.NoSync); err != nil {
+				return 0, err
+			}
+			n++
+		}
+	}
+	return float64(n) / d.Seconds(), nil
+}
+
+type quiet struct{}
+
+func (quiet) Infof(string, ...any)  {}
+func (quiet) Errorf(string, ...any) {}
+func (quiet) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf(format, args...))
+}
+
+// heapInUse is the live heap after a full collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
