@@ -44,10 +44,10 @@ type Report struct {
 	MsgsPerHandoff      float64 `json:"msgs_per_handoff"`
 	BytesPerHandoff     float64 `json:"bytes_per_handoff"`
 
-	StoreWritesPerSOff    float64 `json:"store_writes_per_s_off"`
-	StoreWritesPerSIdle   float64 `json:"store_writes_per_s_idle"`
+	StoreWritesPerSOff     float64 `json:"store_writes_per_s_off"`
+	StoreWritesPerSIdle    float64 `json:"store_writes_per_s_idle"`
 	StoreWritesPerSLocking float64 `json:"store_writes_per_s_locking"`
-	FeatureOffRatio       float64 `json:"feature_off_ratio"`
+	FeatureOffRatio        float64 `json:"feature_off_ratio"`
 
 	ReclaimMs float64 `json:"reclaim_ms"`
 	RehomeMs  float64 `json:"rehome_ms"`
