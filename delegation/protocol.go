@@ -105,7 +105,15 @@ func (m *Machine) Recall(now time.Time, env msg.Envelope, r msg.Recall) {
 	ks := m.keys[r.Key]
 	switch {
 	case ks != nil && ks.phase == held && ks.token == r.Token:
+		// No new critical section on a recalled delegation, except the first:
+		// a holder recalled before it admitted anything (it was waiting for
+		// freshness, or the recall followed the grant at once) admits its
+		// head locker once, as under a contended grant. Giving the key back
+		// unused would let a contender lose every turn.
 		ks.left = 0
+		if ks.admitted == 0 && len(ks.queue) > 0 {
+			ks.left = 1
+		}
 		m.service(now, r.Key, ks)
 	case ks != nil && ks.phase == requested:
 		ks.earlyRecall = r.Token

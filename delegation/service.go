@@ -43,10 +43,11 @@ func (m *Machine) service(now time.Time, key string, ks *keyState) {
 		} else if !now.Before(ks.nextSend) {
 			m.sendAcquire(now, key, ks)
 		}
-	case idle:
-		if len(ks.queue) > 0 {
-			m.request(now, key, ks)
-		}
+	}
+	// Lockers still wait after the delegation went back (released above, or
+	// lost): ask again at once, behind whoever waits at the home.
+	if ks.phase == idle && len(ks.queue) > 0 {
+		m.request(now, key, ks)
 	}
 	m.reschedule(now, key, ks)
 }
