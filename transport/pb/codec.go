@@ -297,6 +297,14 @@ func (c *checker) refuseReason(r msg.RefuseReason) msg.RefuseReason {
 	return r
 }
 
+// waitReason accepts the known reasons and none (0: the home did not say).
+func (c *checker) waitReason(r msg.WaitReason) msg.WaitReason {
+	if r > msg.WaitLiveness {
+		c.fail(ErrBadEnum, "wait reason %d", r)
+	}
+	return r
+}
+
 // enumFrom narrows a wire enum to msg's uint8 enums without wrapping a large
 // value into range.
 func enumFrom[T ~uint8](c *checker, what string, v int32) T {
@@ -343,9 +351,10 @@ func (c *checker) bodyTo(p *Envelope, body msg.Body) {
 			Key: c.keyTo(b.Key), Req: reqTo(b.Req), Attempt: b.Attempt, Token: tokenTo(b.Token),
 			LeaseNanos: int64(b.Lease), Barrier: c.bytes("barrier", b.Barrier, MaxBarrierLen),
 			Recalled: b.Recalled, Signed: c.bytes("signed grant", b.Signed, MaxSignedLen),
+			Contended: b.Contended,
 		}}
 	case msg.Wait:
-		p.Body = &Envelope_Wait{Wait: &Wait{Key: c.keyTo(b.Key), Req: reqTo(b.Req), Attempt: b.Attempt}}
+		p.Body = &Envelope_Wait{Wait: &Wait{Key: c.keyTo(b.Key), Req: reqTo(b.Req), Attempt: b.Attempt, Reason: WaitReason(c.waitReason(b.Reason))}}
 	case msg.NotHome:
 		p.Body = &Envelope_NotHome{NotHome: &NotHome{Key: c.keyTo(b.Key), Req: reqTo(b.Req)}}
 	case msg.Refused:
@@ -444,11 +453,13 @@ func (c *checker) bodyFrom(p *Envelope) msg.Body {
 			Key: c.keyFrom(q.GetKey()), Req: reqFrom(q.GetReq(), c), Attempt: q.GetAttempt(), Token: tokenFrom(q.GetToken(), c),
 			Lease: time.Duration(q.GetLeaseNanos()), Barrier: c.bytes("barrier", q.GetBarrier(), MaxBarrierLen),
 			Recalled: q.GetRecalled(), Signed: c.bytes("signed grant", q.GetSigned(), MaxSignedLen),
+			Contended: q.GetContended(),
 		}
 	case *Envelope_Wait:
 		q := b.Wait
 		known(c, q)
-		return msg.Wait{Key: c.keyFrom(q.GetKey()), Req: reqFrom(q.GetReq(), c), Attempt: q.GetAttempt()}
+		return msg.Wait{Key: c.keyFrom(q.GetKey()), Req: reqFrom(q.GetReq(), c), Attempt: q.GetAttempt(),
+			Reason: c.waitReason(enumFrom[msg.WaitReason](c, "wait reason", int32(q.GetReason())))}
 	case *Envelope_NotHome:
 		q := b.NotHome
 		known(c, q)

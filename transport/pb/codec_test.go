@@ -93,7 +93,7 @@ func TestDecodeRefusesUnknownFields(t *testing.T) {
 		// A Grant with a field a newer version added (say, a lease cap).
 		inner, err := proto.Marshal(&Grant{Key: []byte("k"), LeaseNanos: 5})
 		require.NoError(t, err)
-		inner = protowire.AppendTag(inner, 9, protowire.VarintType)
+		inner = protowire.AppendTag(inner, 99, protowire.VarintType)
 		inner = protowire.AppendVarint(inner, 77)
 		b := protowire.AppendTag(nil, 32, protowire.BytesType)
 		b = protowire.AppendBytes(b, inner)

@@ -145,6 +145,58 @@ func (RefuseReason) EnumDescriptor() ([]byte, []int) {
 	return file_homelock_proto_rawDescGZIP(), []int{1}
 }
 
+type WaitReason int32
+
+const (
+	WaitReason_WAIT_REASON_UNSPECIFIED WaitReason = 0
+	WaitReason_WAIT_REASON_HOLDER      WaitReason = 1
+	WaitReason_WAIT_REASON_GATE        WaitReason = 2
+	WaitReason_WAIT_REASON_LIVENESS    WaitReason = 3
+)
+
+// Enum value maps for WaitReason.
+var (
+	WaitReason_name = map[int32]string{
+		0: "WAIT_REASON_UNSPECIFIED",
+		1: "WAIT_REASON_HOLDER",
+		2: "WAIT_REASON_GATE",
+		3: "WAIT_REASON_LIVENESS",
+	}
+	WaitReason_value = map[string]int32{
+		"WAIT_REASON_UNSPECIFIED": 0,
+		"WAIT_REASON_HOLDER":      1,
+		"WAIT_REASON_GATE":        2,
+		"WAIT_REASON_LIVENESS":    3,
+	}
+)
+
+func (x WaitReason) Enum() *WaitReason {
+	p := new(WaitReason)
+	*p = x
+	return p
+}
+
+func (x WaitReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (WaitReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_homelock_proto_enumTypes[2].Descriptor()
+}
+
+func (WaitReason) Type() protoreflect.EnumType {
+	return &file_homelock_proto_enumTypes[2]
+}
+
+func (x WaitReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use WaitReason.Descriptor instead.
+func (WaitReason) EnumDescriptor() ([]byte, []int) {
+	return file_homelock_proto_rawDescGZIP(), []int{2}
+}
+
 type Member struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -1609,15 +1661,18 @@ func (x *Acquire) GetLeaseNanos() int64 {
 }
 
 type Grant struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Req           *RequestID             `protobuf:"bytes,2,opt,name=req,proto3" json:"req,omitempty"`
-	Attempt       uint32                 `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	Token         *Token                 `protobuf:"bytes,4,opt,name=token,proto3" json:"token,omitempty"`
-	LeaseNanos    int64                  `protobuf:"varint,5,opt,name=lease_nanos,json=leaseNanos,proto3" json:"lease_nanos,omitempty"`
-	Barrier       []byte                 `protobuf:"bytes,6,opt,name=barrier,proto3" json:"barrier,omitempty"`
-	Recalled      bool                   `protobuf:"varint,7,opt,name=recalled,proto3" json:"recalled,omitempty"`
-	Signed        []byte                 `protobuf:"bytes,8,opt,name=signed,proto3" json:"signed,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Key        []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Req        *RequestID             `protobuf:"bytes,2,opt,name=req,proto3" json:"req,omitempty"`
+	Attempt    uint32                 `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Token      *Token                 `protobuf:"bytes,4,opt,name=token,proto3" json:"token,omitempty"`
+	LeaseNanos int64                  `protobuf:"varint,5,opt,name=lease_nanos,json=leaseNanos,proto3" json:"lease_nanos,omitempty"`
+	Barrier    []byte                 `protobuf:"bytes,6,opt,name=barrier,proto3" json:"barrier,omitempty"`
+	Recalled   bool                   `protobuf:"varint,7,opt,name=recalled,proto3" json:"recalled,omitempty"`
+	Signed     []byte                 `protobuf:"bytes,8,opt,name=signed,proto3" json:"signed,omitempty"`
+	// contended: waiters were queued when this was granted; the holder admits
+	// one critical section and releases (no separate Recall follows).
+	Contended     bool `protobuf:"varint,9,opt,name=contended,proto3" json:"contended,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1708,11 +1763,22 @@ func (x *Grant) GetSigned() []byte {
 	return nil
 }
 
+func (x *Grant) GetContended() bool {
+	if x != nil {
+		return x.Contended
+	}
+	return false
+}
+
 type Wait struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Req           *RequestID             `protobuf:"bytes,2,opt,name=req,proto3" json:"req,omitempty"`
-	Attempt       uint32                 `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Key     []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Req     *RequestID             `protobuf:"bytes,2,opt,name=req,proto3" json:"req,omitempty"`
+	Attempt uint32                 `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// reason says what the request waits for; the requester maps a deadline
+	// passed while waiting for a holder to ErrTimeout, anything else to
+	// ErrLockUnavailable.
+	Reason        WaitReason `protobuf:"varint,4,opt,name=reason,proto3,enum=homelock.v1.WaitReason" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1766,6 +1832,13 @@ func (x *Wait) GetAttempt() uint32 {
 		return x.Attempt
 	}
 	return 0
+}
+
+func (x *Wait) GetReason() WaitReason {
+	if x != nil {
+		return x.Reason
+	}
+	return WaitReason_WAIT_REASON_UNSPECIFIED
 }
 
 type NotHome struct {
@@ -2750,7 +2823,7 @@ const file_homelock_proto_rawDesc = "" +
 	"\x03req\x18\x02 \x01(\v2\x16.homelock.v1.RequestIDR\x03req\x12\x18\n" +
 	"\aattempt\x18\x03 \x01(\rR\aattempt\x12\x1f\n" +
 	"\vlease_nanos\x18\x04 \x01(\x03R\n" +
-	"leaseNanos\"\xf6\x01\n" +
+	"leaseNanos\"\x94\x02\n" +
 	"\x05Grant\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12(\n" +
 	"\x03req\x18\x02 \x01(\v2\x16.homelock.v1.RequestIDR\x03req\x12\x18\n" +
@@ -2760,11 +2833,13 @@ const file_homelock_proto_rawDesc = "" +
 	"leaseNanos\x12\x18\n" +
 	"\abarrier\x18\x06 \x01(\fR\abarrier\x12\x1a\n" +
 	"\brecalled\x18\a \x01(\bR\brecalled\x12\x16\n" +
-	"\x06signed\x18\b \x01(\fR\x06signed\"\\\n" +
+	"\x06signed\x18\b \x01(\fR\x06signed\x12\x1c\n" +
+	"\tcontended\x18\t \x01(\bR\tcontended\"\x8d\x01\n" +
 	"\x04Wait\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12(\n" +
 	"\x03req\x18\x02 \x01(\v2\x16.homelock.v1.RequestIDR\x03req\x12\x18\n" +
-	"\aattempt\x18\x03 \x01(\rR\aattempt\"E\n" +
+	"\aattempt\x18\x03 \x01(\rR\aattempt\x12/\n" +
+	"\x06reason\x18\x04 \x01(\x0e2\x17.homelock.v1.WaitReasonR\x06reason\"E\n" +
 	"\aNotHome\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12(\n" +
 	"\x03req\x18\x02 \x01(\v2\x16.homelock.v1.RequestIDR\x03req\"x\n" +
@@ -2838,7 +2913,13 @@ const file_homelock_proto_rawDesc = "" +
 	"\x18REFUSE_REASON_NOT_MEMBER\x10\x01\x12\x19\n" +
 	"\x15REFUSE_REASON_VERSION\x10\x02\x12&\n" +
 	"\"REFUSE_REASON_TOO_MANY_DELEGATIONS\x10\x03\x12\x1d\n" +
-	"\x19REFUSE_REASON_BAD_REQUEST\x10\x042G\n" +
+	"\x19REFUSE_REASON_BAD_REQUEST\x10\x04*q\n" +
+	"\n" +
+	"WaitReason\x12\x1b\n" +
+	"\x17WAIT_REASON_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12WAIT_REASON_HOLDER\x10\x01\x12\x14\n" +
+	"\x10WAIT_REASON_GATE\x10\x02\x12\x18\n" +
+	"\x14WAIT_REASON_LIVENESS\x10\x032G\n" +
 	"\tTransport\x12:\n" +
 	"\x06Stream\x12\x12.homelock.v1.Batch\x1a\x1a.homelock.v1.StreamSummary(\x01B+Z)github.com/homelock/homelock/transport/pbb\x06proto3"
 
@@ -2854,113 +2935,115 @@ func file_homelock_proto_rawDescGZIP() []byte {
 	return file_homelock_proto_rawDescData
 }
 
-var file_homelock_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_homelock_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
 var file_homelock_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_homelock_proto_goTypes = []any{
 	(RenewalResult)(0),     // 0: homelock.v1.RenewalResult
 	(RefuseReason)(0),      // 1: homelock.v1.RefuseReason
-	(*Member)(nil),         // 2: homelock.v1.Member
-	(*Ballot)(nil),         // 3: homelock.v1.Ballot
-	(*Epoch)(nil),          // 4: homelock.v1.Epoch
-	(*Certificate)(nil),    // 5: homelock.v1.Certificate
-	(*Token)(nil),          // 6: homelock.v1.Token
-	(*RequestID)(nil),      // 7: homelock.v1.RequestID
-	(*Envelope)(nil),       // 8: homelock.v1.Envelope
-	(*Prepare)(nil),        // 9: homelock.v1.Prepare
-	(*Promise)(nil),        // 10: homelock.v1.Promise
-	(*Accept)(nil),         // 11: homelock.v1.Accept
-	(*Accepted)(nil),       // 12: homelock.v1.Accepted
-	(*Learn)(nil),          // 13: homelock.v1.Learn
-	(*EpochQuery)(nil),     // 14: homelock.v1.EpochQuery
-	(*Renewal)(nil),        // 15: homelock.v1.Renewal
-	(*RenewalAnswer)(nil),  // 16: homelock.v1.RenewalAnswer
-	(*Join)(nil),           // 17: homelock.v1.Join
-	(*Leave)(nil),          // 18: homelock.v1.Leave
-	(*Acquire)(nil),        // 19: homelock.v1.Acquire
-	(*Grant)(nil),          // 20: homelock.v1.Grant
-	(*Wait)(nil),           // 21: homelock.v1.Wait
-	(*NotHome)(nil),        // 22: homelock.v1.NotHome
-	(*Refused)(nil),        // 23: homelock.v1.Refused
-	(*Recall)(nil),         // 24: homelock.v1.Recall
-	(*Release)(nil),        // 25: homelock.v1.Release
-	(*Renew)(nil),          // 26: homelock.v1.Renew
-	(*RenewReply)(nil),     // 27: homelock.v1.RenewReply
-	(*Withdraw)(nil),       // 28: homelock.v1.Withdraw
-	(*Reclaim)(nil),        // 29: homelock.v1.Reclaim
-	(*HeldDelegation)(nil), // 30: homelock.v1.HeldDelegation
-	(*ReclaimAnswer)(nil),  // 31: homelock.v1.ReclaimAnswer
-	(*DrainQuery)(nil),     // 32: homelock.v1.DrainQuery
-	(*Drained)(nil),        // 33: homelock.v1.Drained
-	(*GateRemaining)(nil),  // 34: homelock.v1.GateRemaining
-	(*Batch)(nil),          // 35: homelock.v1.Batch
-	(*StreamSummary)(nil),  // 36: homelock.v1.StreamSummary
+	(WaitReason)(0),        // 2: homelock.v1.WaitReason
+	(*Member)(nil),         // 3: homelock.v1.Member
+	(*Ballot)(nil),         // 4: homelock.v1.Ballot
+	(*Epoch)(nil),          // 5: homelock.v1.Epoch
+	(*Certificate)(nil),    // 6: homelock.v1.Certificate
+	(*Token)(nil),          // 7: homelock.v1.Token
+	(*RequestID)(nil),      // 8: homelock.v1.RequestID
+	(*Envelope)(nil),       // 9: homelock.v1.Envelope
+	(*Prepare)(nil),        // 10: homelock.v1.Prepare
+	(*Promise)(nil),        // 11: homelock.v1.Promise
+	(*Accept)(nil),         // 12: homelock.v1.Accept
+	(*Accepted)(nil),       // 13: homelock.v1.Accepted
+	(*Learn)(nil),          // 14: homelock.v1.Learn
+	(*EpochQuery)(nil),     // 15: homelock.v1.EpochQuery
+	(*Renewal)(nil),        // 16: homelock.v1.Renewal
+	(*RenewalAnswer)(nil),  // 17: homelock.v1.RenewalAnswer
+	(*Join)(nil),           // 18: homelock.v1.Join
+	(*Leave)(nil),          // 19: homelock.v1.Leave
+	(*Acquire)(nil),        // 20: homelock.v1.Acquire
+	(*Grant)(nil),          // 21: homelock.v1.Grant
+	(*Wait)(nil),           // 22: homelock.v1.Wait
+	(*NotHome)(nil),        // 23: homelock.v1.NotHome
+	(*Refused)(nil),        // 24: homelock.v1.Refused
+	(*Recall)(nil),         // 25: homelock.v1.Recall
+	(*Release)(nil),        // 26: homelock.v1.Release
+	(*Renew)(nil),          // 27: homelock.v1.Renew
+	(*RenewReply)(nil),     // 28: homelock.v1.RenewReply
+	(*Withdraw)(nil),       // 29: homelock.v1.Withdraw
+	(*Reclaim)(nil),        // 30: homelock.v1.Reclaim
+	(*HeldDelegation)(nil), // 31: homelock.v1.HeldDelegation
+	(*ReclaimAnswer)(nil),  // 32: homelock.v1.ReclaimAnswer
+	(*DrainQuery)(nil),     // 33: homelock.v1.DrainQuery
+	(*Drained)(nil),        // 34: homelock.v1.Drained
+	(*GateRemaining)(nil),  // 35: homelock.v1.GateRemaining
+	(*Batch)(nil),          // 36: homelock.v1.Batch
+	(*StreamSummary)(nil),  // 37: homelock.v1.StreamSummary
 }
 var file_homelock_proto_depIdxs = []int32{
-	2,  // 0: homelock.v1.Epoch.members:type_name -> homelock.v1.Member
-	3,  // 1: homelock.v1.Certificate.ballot:type_name -> homelock.v1.Ballot
-	2,  // 2: homelock.v1.Certificate.acceptors:type_name -> homelock.v1.Member
-	4,  // 3: homelock.v1.Certificate.prev:type_name -> homelock.v1.Epoch
-	2,  // 4: homelock.v1.Envelope.from:type_name -> homelock.v1.Member
-	9,  // 5: homelock.v1.Envelope.prepare:type_name -> homelock.v1.Prepare
-	10, // 6: homelock.v1.Envelope.promise:type_name -> homelock.v1.Promise
-	11, // 7: homelock.v1.Envelope.accept:type_name -> homelock.v1.Accept
-	12, // 8: homelock.v1.Envelope.accepted:type_name -> homelock.v1.Accepted
-	13, // 9: homelock.v1.Envelope.learn:type_name -> homelock.v1.Learn
-	14, // 10: homelock.v1.Envelope.epoch_query:type_name -> homelock.v1.EpochQuery
-	15, // 11: homelock.v1.Envelope.renewal:type_name -> homelock.v1.Renewal
-	16, // 12: homelock.v1.Envelope.renewal_answer:type_name -> homelock.v1.RenewalAnswer
-	17, // 13: homelock.v1.Envelope.join:type_name -> homelock.v1.Join
-	18, // 14: homelock.v1.Envelope.leave:type_name -> homelock.v1.Leave
-	19, // 15: homelock.v1.Envelope.acquire:type_name -> homelock.v1.Acquire
-	20, // 16: homelock.v1.Envelope.grant:type_name -> homelock.v1.Grant
-	21, // 17: homelock.v1.Envelope.wait:type_name -> homelock.v1.Wait
-	22, // 18: homelock.v1.Envelope.not_home:type_name -> homelock.v1.NotHome
-	23, // 19: homelock.v1.Envelope.refused:type_name -> homelock.v1.Refused
-	24, // 20: homelock.v1.Envelope.recall:type_name -> homelock.v1.Recall
-	25, // 21: homelock.v1.Envelope.release:type_name -> homelock.v1.Release
-	26, // 22: homelock.v1.Envelope.renew:type_name -> homelock.v1.Renew
-	27, // 23: homelock.v1.Envelope.renew_reply:type_name -> homelock.v1.RenewReply
-	28, // 24: homelock.v1.Envelope.withdraw:type_name -> homelock.v1.Withdraw
-	29, // 25: homelock.v1.Envelope.reclaim:type_name -> homelock.v1.Reclaim
-	31, // 26: homelock.v1.Envelope.reclaim_answer:type_name -> homelock.v1.ReclaimAnswer
-	32, // 27: homelock.v1.Envelope.drain_query:type_name -> homelock.v1.DrainQuery
-	33, // 28: homelock.v1.Envelope.drained:type_name -> homelock.v1.Drained
-	34, // 29: homelock.v1.Envelope.gate_remaining:type_name -> homelock.v1.GateRemaining
-	3,  // 30: homelock.v1.Prepare.ballot:type_name -> homelock.v1.Ballot
-	3,  // 31: homelock.v1.Promise.ballot:type_name -> homelock.v1.Ballot
-	3,  // 32: homelock.v1.Promise.promised:type_name -> homelock.v1.Ballot
-	3,  // 33: homelock.v1.Promise.accepted:type_name -> homelock.v1.Ballot
-	4,  // 34: homelock.v1.Promise.value:type_name -> homelock.v1.Epoch
-	3,  // 35: homelock.v1.Accept.ballot:type_name -> homelock.v1.Ballot
-	4,  // 36: homelock.v1.Accept.value:type_name -> homelock.v1.Epoch
-	3,  // 37: homelock.v1.Accepted.ballot:type_name -> homelock.v1.Ballot
-	3,  // 38: homelock.v1.Accepted.promised:type_name -> homelock.v1.Ballot
-	4,  // 39: homelock.v1.Learn.epoch:type_name -> homelock.v1.Epoch
-	5,  // 40: homelock.v1.Learn.cert:type_name -> homelock.v1.Certificate
+	3,  // 0: homelock.v1.Epoch.members:type_name -> homelock.v1.Member
+	4,  // 1: homelock.v1.Certificate.ballot:type_name -> homelock.v1.Ballot
+	3,  // 2: homelock.v1.Certificate.acceptors:type_name -> homelock.v1.Member
+	5,  // 3: homelock.v1.Certificate.prev:type_name -> homelock.v1.Epoch
+	3,  // 4: homelock.v1.Envelope.from:type_name -> homelock.v1.Member
+	10, // 5: homelock.v1.Envelope.prepare:type_name -> homelock.v1.Prepare
+	11, // 6: homelock.v1.Envelope.promise:type_name -> homelock.v1.Promise
+	12, // 7: homelock.v1.Envelope.accept:type_name -> homelock.v1.Accept
+	13, // 8: homelock.v1.Envelope.accepted:type_name -> homelock.v1.Accepted
+	14, // 9: homelock.v1.Envelope.learn:type_name -> homelock.v1.Learn
+	15, // 10: homelock.v1.Envelope.epoch_query:type_name -> homelock.v1.EpochQuery
+	16, // 11: homelock.v1.Envelope.renewal:type_name -> homelock.v1.Renewal
+	17, // 12: homelock.v1.Envelope.renewal_answer:type_name -> homelock.v1.RenewalAnswer
+	18, // 13: homelock.v1.Envelope.join:type_name -> homelock.v1.Join
+	19, // 14: homelock.v1.Envelope.leave:type_name -> homelock.v1.Leave
+	20, // 15: homelock.v1.Envelope.acquire:type_name -> homelock.v1.Acquire
+	21, // 16: homelock.v1.Envelope.grant:type_name -> homelock.v1.Grant
+	22, // 17: homelock.v1.Envelope.wait:type_name -> homelock.v1.Wait
+	23, // 18: homelock.v1.Envelope.not_home:type_name -> homelock.v1.NotHome
+	24, // 19: homelock.v1.Envelope.refused:type_name -> homelock.v1.Refused
+	25, // 20: homelock.v1.Envelope.recall:type_name -> homelock.v1.Recall
+	26, // 21: homelock.v1.Envelope.release:type_name -> homelock.v1.Release
+	27, // 22: homelock.v1.Envelope.renew:type_name -> homelock.v1.Renew
+	28, // 23: homelock.v1.Envelope.renew_reply:type_name -> homelock.v1.RenewReply
+	29, // 24: homelock.v1.Envelope.withdraw:type_name -> homelock.v1.Withdraw
+	30, // 25: homelock.v1.Envelope.reclaim:type_name -> homelock.v1.Reclaim
+	32, // 26: homelock.v1.Envelope.reclaim_answer:type_name -> homelock.v1.ReclaimAnswer
+	33, // 27: homelock.v1.Envelope.drain_query:type_name -> homelock.v1.DrainQuery
+	34, // 28: homelock.v1.Envelope.drained:type_name -> homelock.v1.Drained
+	35, // 29: homelock.v1.Envelope.gate_remaining:type_name -> homelock.v1.GateRemaining
+	4,  // 30: homelock.v1.Prepare.ballot:type_name -> homelock.v1.Ballot
+	4,  // 31: homelock.v1.Promise.ballot:type_name -> homelock.v1.Ballot
+	4,  // 32: homelock.v1.Promise.promised:type_name -> homelock.v1.Ballot
+	4,  // 33: homelock.v1.Promise.accepted:type_name -> homelock.v1.Ballot
+	5,  // 34: homelock.v1.Promise.value:type_name -> homelock.v1.Epoch
+	4,  // 35: homelock.v1.Accept.ballot:type_name -> homelock.v1.Ballot
+	5,  // 36: homelock.v1.Accept.value:type_name -> homelock.v1.Epoch
+	4,  // 37: homelock.v1.Accepted.ballot:type_name -> homelock.v1.Ballot
+	4,  // 38: homelock.v1.Accepted.promised:type_name -> homelock.v1.Ballot
+	5,  // 39: homelock.v1.Learn.epoch:type_name -> homelock.v1.Epoch
+	6,  // 40: homelock.v1.Learn.cert:type_name -> homelock.v1.Certificate
 	0,  // 41: homelock.v1.RenewalAnswer.result:type_name -> homelock.v1.RenewalResult
-	2,  // 42: homelock.v1.Join.member:type_name -> homelock.v1.Member
-	2,  // 43: homelock.v1.Leave.member:type_name -> homelock.v1.Member
-	7,  // 44: homelock.v1.Acquire.req:type_name -> homelock.v1.RequestID
-	7,  // 45: homelock.v1.Grant.req:type_name -> homelock.v1.RequestID
-	6,  // 46: homelock.v1.Grant.token:type_name -> homelock.v1.Token
-	7,  // 47: homelock.v1.Wait.req:type_name -> homelock.v1.RequestID
-	7,  // 48: homelock.v1.NotHome.req:type_name -> homelock.v1.RequestID
-	7,  // 49: homelock.v1.Refused.req:type_name -> homelock.v1.RequestID
-	1,  // 50: homelock.v1.Refused.reason:type_name -> homelock.v1.RefuseReason
-	6,  // 51: homelock.v1.Recall.token:type_name -> homelock.v1.Token
-	6,  // 52: homelock.v1.Release.token:type_name -> homelock.v1.Token
-	6,  // 53: homelock.v1.Renew.token:type_name -> homelock.v1.Token
-	6,  // 54: homelock.v1.RenewReply.token:type_name -> homelock.v1.Token
-	7,  // 55: homelock.v1.Withdraw.req:type_name -> homelock.v1.RequestID
-	6,  // 56: homelock.v1.HeldDelegation.token:type_name -> homelock.v1.Token
-	30, // 57: homelock.v1.ReclaimAnswer.held:type_name -> homelock.v1.HeldDelegation
-	35, // 58: homelock.v1.Transport.Stream:input_type -> homelock.v1.Batch
-	36, // 59: homelock.v1.Transport.Stream:output_type -> homelock.v1.StreamSummary
-	59, // [59:60] is the sub-list for method output_type
-	58, // [58:59] is the sub-list for method input_type
-	58, // [58:58] is the sub-list for extension type_name
-	58, // [58:58] is the sub-list for extension extendee
-	0,  // [0:58] is the sub-list for field type_name
+	3,  // 42: homelock.v1.Join.member:type_name -> homelock.v1.Member
+	3,  // 43: homelock.v1.Leave.member:type_name -> homelock.v1.Member
+	8,  // 44: homelock.v1.Acquire.req:type_name -> homelock.v1.RequestID
+	8,  // 45: homelock.v1.Grant.req:type_name -> homelock.v1.RequestID
+	7,  // 46: homelock.v1.Grant.token:type_name -> homelock.v1.Token
+	8,  // 47: homelock.v1.Wait.req:type_name -> homelock.v1.RequestID
+	2,  // 48: homelock.v1.Wait.reason:type_name -> homelock.v1.WaitReason
+	8,  // 49: homelock.v1.NotHome.req:type_name -> homelock.v1.RequestID
+	8,  // 50: homelock.v1.Refused.req:type_name -> homelock.v1.RequestID
+	1,  // 51: homelock.v1.Refused.reason:type_name -> homelock.v1.RefuseReason
+	7,  // 52: homelock.v1.Recall.token:type_name -> homelock.v1.Token
+	7,  // 53: homelock.v1.Release.token:type_name -> homelock.v1.Token
+	7,  // 54: homelock.v1.Renew.token:type_name -> homelock.v1.Token
+	7,  // 55: homelock.v1.RenewReply.token:type_name -> homelock.v1.Token
+	8,  // 56: homelock.v1.Withdraw.req:type_name -> homelock.v1.RequestID
+	7,  // 57: homelock.v1.HeldDelegation.token:type_name -> homelock.v1.Token
+	31, // 58: homelock.v1.ReclaimAnswer.held:type_name -> homelock.v1.HeldDelegation
+	36, // 59: homelock.v1.Transport.Stream:input_type -> homelock.v1.Batch
+	37, // 60: homelock.v1.Transport.Stream:output_type -> homelock.v1.StreamSummary
+	60, // [60:61] is the sub-list for method output_type
+	59, // [59:60] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_homelock_proto_init() }
@@ -3000,7 +3083,7 @@ func file_homelock_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_homelock_proto_rawDesc), len(file_homelock_proto_rawDesc)),
-			NumEnums:      2,
+			NumEnums:      3,
 			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
