@@ -1,5 +1,7 @@
-// Command homelock runs homelock nodes and tools: sim (seeded simulation of
-// the protocol) and harness (the measurement gate, not built yet).
+// Command homelock runs homelock nodes and tools: node (one node of a
+// cluster), lock (hold a lock while a command runs), status, sim (seeded
+// simulation of the protocol) and harness (the measurement gate, not built
+// yet).
 package main
 
 import (
@@ -11,6 +13,9 @@ import (
 const usage = `homelock: cluster-wide locks with fencing tokens.
 
 Usage:
+  homelock node --id ID --data-dir DIR [--bootstrap --initial IDS | --join ADDRS] [flags]
+  homelock lock NAME [--node ADDR] [--lease D] [--wait D] -- COMMAND [ARGS...]
+  homelock status [--node ADDR] [--json]
   homelock sim [--seeds N | --seed S] [--nodes K] [--trace] [--json]
   homelock harness ...   (the measurement gate; not built yet, see README)
 
@@ -27,11 +32,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	switch args[0] {
+	case "node":
+		return runNode(args[1:], stdout, stderr)
+	case "lock":
+		return runLock(args[1:], stdout, stderr)
+	case "status":
+		return runStatus(args[1:], stdout, stderr)
 	case "sim":
 		return runSim(args[1:], stdout, stderr)
 	case "harness":
-		fmt.Fprintln(stderr, "homelock harness: not built yet: it needs the node wiring (gRPC, Pebble, memberlist), which is in progress; run `homelock sim` for the protocol simulation")
-		return 2
+		return runHarness(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

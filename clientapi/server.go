@@ -1,0 +1,114 @@
+package clientapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/homelock/homelock"
+)
+
+// Report is what Status returns, as JSON.
+type Report struct {
+	Status homelock.Status `json:"status"`
+	Stats  homelock.Stats  `json:"stats"`
+}
+
+// Server serves the client API over one node.
+type Server struct {
+	UnimplementedClientServer
+	node *homelock.Node
+}
+
+// NewServer returns a Server over n; register it with RegisterClientServer.
+func NewServer(n *homelock.Node) *Server { return &Server{node: n} }
+
+// Lock implements ClientServer.
+func (s *Server) Lock(stream Client_LockServer) error {
+	req, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	var opts []homelock.LockOption
+	if req.GetLeaseNanos() > 0 {
+		opts = append(opts, homelock.WithLease(time.Duration(req.GetLeaseNanos())))
+	}
+	if req.GetWaitNanos() > 0 {
+		opts = append(opts, homelock.WithWait(time.Duration(req.GetWaitNanos())))
+	}
+	if req.GetNodeScope() {
+		opts = append(opts, homelock.WithScope(homelock.ScopeNode))
+	}
+	ctx := stream.Context()
+	lock := s.node.Lock
+	if req.GetTry() {
+		lock = s.node.TryLock
+	}
+	h, err := lock(ctx, req.GetKey(), opts...)
+	if err != nil {
+		return ToStatus(err)
+	}
+	defer h.Unlock()
+	if err := stream.Send(&LockEvent{Kind: LockEvent_KIND_ACQUIRED, Token: h.Token().String(), Grant: h.Grant()}); err != nil {
+		return err
+	}
+	// The client ends the critical section by closing its side.
+	closed := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := stream.Recv(); err != nil {
+				closed <- err
+				return
+			}
+		}
+	}()
+	select {
+	case <-h.Done():
+		detail := "lease lost"
+		if err := h.Valid(); err != nil {
+			detail = err.Error()
+		}
+		_ = stream.Send(&LockEvent{Kind: LockEvent_KIND_LOST, Token: h.Token().String(), Detail: detail})
+		return nil
+	case err := <-closed:
+		if !errors.Is(err, io.EOF) {
+			return err // cancelled: the deferred Unlock releases
+		}
+	}
+	if err := h.Unlock(); err != nil {
+		return stream.Send(&LockEvent{Kind: LockEvent_KIND_LOST, Token: h.Token().String(), Detail: err.Error()})
+	}
+	return stream.Send(&LockEvent{Kind: LockEvent_KIND_RELEASED, Token: h.Token().String()})
+}
+
+// Status implements ClientServer.
+func (s *Server) Status(ctx context.Context, _ *StatusRequest) (*StatusResponse, error) {
+	b, err := json.Marshal(Report{Status: s.node.Status(), Stats: s.node.Stats()})
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &StatusResponse{Json: string(b)}, nil
+}
+
+// ToStatus maps homelock's errors to gRPC codes: ErrTimeout is
+// DeadlineExceeded, the retryable refusals are Unavailable or
+// ResourceExhausted, a closed node is Unavailable.
+func ToStatus(err error) error {
+	code := codes.Unknown
+	switch {
+	case errors.Is(err, homelock.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		code = codes.DeadlineExceeded
+	case errors.Is(err, homelock.ErrTooManyDelegations):
+		code = codes.ResourceExhausted
+	case errors.Is(err, homelock.ErrLockUnavailable), errors.Is(err, homelock.ErrClosed), errors.Is(err, homelock.ErrHookFailed):
+		code = codes.Unavailable
+	case errors.Is(err, context.Canceled):
+		code = codes.Canceled
+	}
+	return status.Error(code, err.Error())
+}

@@ -1,0 +1,86 @@
+package homelock
+
+import (
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Clock is the time source a Node measures leases with.
+//
+// Now must never go back and must keep counting while the machine is
+// suspended: a lease measured on a clock that stops during suspend would still
+// look valid after a resume (H9). Wall is the wall clock; the node compares
+// its progress with Now's, and if wall time outruns Now by more than
+// Config.Skew between two ticks it drops every delegation it holds.
+type Clock interface {
+	Now() time.Time
+	Wall() time.Time
+}
+
+// BootClock is the default Clock: CLOCK_BOOTTIME, which keeps counting during
+// suspend (Go's monotonic clock does not).
+//
+// Reading CLOCK_BOOTTIME is a system call (hundreds of nanoseconds in some
+// sandboxes), too slow for the zero-message fast path. So BootClock reads it
+// once, then derives Now from Go's vDSO monotonic clock plus the measured
+// boot-minus-monotonic offset, and reads CLOCK_BOOTTIME again whenever wall
+// time and monotonic time have moved apart by more than resyncAfter since the
+// last reading. A suspend moves them apart by its length (the wall clock
+// counts it, the monotonic clock does not), so the offset is refreshed on the
+// first reading after a resume; NTP slewing moves them apart slowly and costs
+// an occasional extra system call.
+type BootClock struct {
+	base   time.Time    // a reading of Go's clock, with its monotonic part
+	offset atomic.Int64 // boot-time ns − monotonic ns since base
+	wallAt atomic.Int64 // wall ns − monotonic ns since base, at the last sync
+}
+
+// resyncAfter is how far wall and monotonic progress may diverge before
+// BootClock reads CLOCK_BOOTTIME again.
+const resyncAfter = int64(time.Millisecond)
+
+// bootEpoch anchors boot-clock readings as time.Time values; only
+// differences between readings mean anything.
+var bootEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// NewBootClock returns a BootClock.
+func NewBootClock() *BootClock {
+	c := &BootClock{base: time.Now()}
+	c.sync(c.base)
+	return c
+}
+
+func (c *BootClock) sync(t time.Time) {
+	var ts unix.Timespec
+	mono := int64(t.Sub(c.base))
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		// Without CLOCK_BOOTTIME (not Linux): the monotonic clock, which
+		// stops during suspend; the wall-clock jump check still catches a
+		// resume.
+		ts = unix.NsecToTimespec(mono)
+	}
+	// The offset only grows (a suspend adds to it); keeping the maximum
+	// keeps Now from going back by the jitter of two readings.
+	for off := ts.Nano() - mono; ; {
+		old := c.offset.Load()
+		if off <= old && old != 0 || c.offset.CompareAndSwap(old, off) {
+			break
+		}
+	}
+	c.wallAt.Store(t.UnixNano() - mono)
+}
+
+// Now implements Clock.
+func (c *BootClock) Now() time.Time {
+	t := time.Now()
+	mono := int64(t.Sub(c.base))
+	if d := t.UnixNano() - mono - c.wallAt.Load(); d > resyncAfter || d < -resyncAfter {
+		c.sync(t)
+	}
+	return bootEpoch.Add(time.Duration(mono + c.offset.Load()))
+}
+
+// Wall implements Clock.
+func (c *BootClock) Wall() time.Time { return time.Now().Round(0) }

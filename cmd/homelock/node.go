@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/homelock/homelock"
+	"github.com/homelock/homelock/clientapi"
+	"github.com/homelock/homelock/transport"
+)
+
+// listFlag is a comma-separated list flag that may also be repeated.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error {
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			*l = append(*l, v)
+		}
+	}
+	return nil
+}
+
+func runNode(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("node", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: homelock node --id ID --data-dir DIR [--bootstrap --initial IDS | --join ADDRS] [flags]
+
+Runs one homelock node until SIGINT or SIGTERM, then closes it cleanly
+(releasing the delegations it holds). The first start of a cluster needs
+--bootstrap with the same --initial list on every initial node; a new node
+joins with --join; a restarted node needs neither.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	d := homelock.DefaultConfig()
+	id := fs.String("id", "", "this node's ID, stable across restarts (required)")
+	cluster := fs.String("cluster", "homelock", "cluster ID (lock domain)")
+	dataDir := fs.String("data-dir", "", "directory of the node's store (required)")
+	grpcAddr := fs.String("grpc-addr", d.GRPCAddr, "host:port the peer transport listens on")
+	advertise := fs.String("advertise-addr", "", "host:port peers dial, if not --grpc-addr")
+	gossipAddr := fs.String("gossip-addr", d.GossipAddr, "host:port memberlist binds")
+	gossipAdvertise := fs.String("gossip-advertise", "", "host:port peers gossip with, if not --gossip-addr")
+	apiAddr := fs.String("api-addr", "127.0.0.1:7950", "host:port of the client API (homelock lock/status)")
+	bootstrap := fs.Bool("bootstrap", false, "start a new cluster of --initial members")
+	var initial, join listFlag
+	fs.Var(&initial, "initial", "node IDs of the first epoch (with --bootstrap), comma-separated")
+	fs.Var(&join, "join", "gossip addresses of running nodes, comma-separated")
+	tlsCert := fs.String("tls-cert", "", "PEM certificate for the peer transport")
+	tlsKey := fs.String("tls-key", "", "PEM key for --tls-cert")
+	tlsCA := fs.String("tls-ca", "", "PEM CA that verifies peers (with --tls-cert: mutual TLS)")
+	gossipKey := fs.String("gossip-key", "", "gossip encryption key: 16, 24 or 32 bytes (or 48 or 64 hex digits)")
+	keyRing := fs.String("key-ring", "", "key ring file that signs grants (see fence.ParseKeyRing)")
+	epochLease := fs.Duration("epoch-lease", d.EpochLease, "epoch liveness per renewal round")
+	maxLease := fs.Duration("max-lease", d.MaxLease, "longest delegation lease")
+	downAfter := fs.Duration("down-after", d.DownAfter, "how long a member may be down before it is removed")
+	verbose := fs.Bool("v", false, "log at debug level")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "homelock node: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	cfg := d
+	cfg.NodeID, cfg.ClusterID, cfg.DataDir = *id, *cluster, *dataDir
+	cfg.GRPCAddr, cfg.AdvertiseAddr = *grpcAddr, *advertise
+	cfg.GossipAddr, cfg.GossipAdvertise = *gossipAddr, *gossipAdvertise
+	cfg.Bootstrap, cfg.InitialMembers, cfg.Join = *bootstrap, initial, join
+	cfg.KeyRingFile = *keyRing
+	cfg.EpochLease, cfg.MaxLease, cfg.DownAfter = *epochLease, *maxLease, *downAfter
+	cfg.Logger = log
+	if *gossipKey != "" {
+		key, err := parseKey(*gossipKey)
+		if err != nil {
+			fmt.Fprintf(stderr, "homelock node: --gossip-key: %v\n", err)
+			return 2
+		}
+		cfg.GossipKey = key
+	}
+	if *tlsCert != "" || *tlsKey != "" || *tlsCA != "" {
+		cfg.TLS = &transport.TLSFiles{CertFile: *tlsCert, KeyFile: *tlsKey, CAFile: *tlsCA}
+		if *tlsCA != "" && *tlsCert != "" {
+			cfg.TLS.ClientCertFile, cfg.TLS.ClientKeyFile = *tlsCert, *tlsKey
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "homelock node: %v\n", err)
+		return 2
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	lis, err := net.Listen("tcp", *apiAddr)
+	if err != nil {
+		fmt.Fprintf(stderr, "homelock node: client API: %v\n", err)
+		return 1
+	}
+	n, err := homelock.Open(ctx, cfg)
+	if err != nil {
+		lis.Close()
+		fmt.Fprintf(stderr, "homelock node: %v\n", err)
+		return 1
+	}
+	srv := grpc.NewServer()
+	clientapi.RegisterClientServer(srv, clientapi.NewServer(n))
+	go func() { _ = srv.Serve(lis) }()
+	fmt.Fprintf(stdout, "homelock node %s: peers on %s, gossip on %s, client API on %s\n", *id, n.GRPCAddr(), n.GossipAddr(), lis.Addr())
+
+	<-ctx.Done()
+	log.Info("shutting down")
+	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Stop serving first: open Lock streams end and their handles unlock.
+	done := make(chan struct{})
+	go func() { srv.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		srv.Stop()
+	}
+	if err := n.Close(cctx); err != nil {
+		fmt.Fprintf(stderr, "homelock node: close: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// parseKey accepts a raw key of 16, 24 or 32 bytes or its hex form.
+func parseKey(s string) ([]byte, error) {
+	switch len(s) {
+	case 16, 24, 32:
+		return []byte(s), nil
+	case 32 * 2, 24 * 2:
+		var b []byte
+		if _, err := fmt.Sscanf(s, "%x", &b); err == nil && (len(b) == 24 || len(b) == 32) {
+			return b, nil
+		}
+	}
+	return nil, fmt.Errorf("want 16, 24 or 32 bytes (or 48 or 64 hex digits), got %d characters", len(s))
+}

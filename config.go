@@ -1,0 +1,319 @@
+package homelock
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/homelock/homelock/fence"
+	"github.com/homelock/homelock/msg"
+	"github.com/homelock/homelock/transport"
+)
+
+// ProtocolVersion is the lock protocol version this build speaks. Members
+// advertise it (memberlist metadata and the epoch's Caps); versions match
+// exactly or not at all, and a cluster-scope Lock fails closed with
+// ErrLockUnavailable while the epoch's members disagree.
+const ProtocolVersion uint32 = 1
+
+// skewMargin is what Validate adds to the drift term of the Skew bound: room
+// for scheduling and the time between reading a clock and acting on it.
+const skewMargin = 5 * time.Millisecond
+
+// Config configures a Node. Start from DefaultConfig, set the identity and
+// addresses, and let Open validate it.
+type Config struct {
+	// NodeID names this node, stable across restarts; it is the Owner of the
+	// grants this node holds. Required.
+	NodeID string
+
+	// ClusterID names the lock domain: tokens are ordered within one domain
+	// only, and a data directory created for one domain refuses to open for
+	// another. It is the Domain of every signed grant. Required.
+	ClusterID string
+
+	// DataDir is where the node's Pebble store lives (identity, incarnation,
+	// acceptor records, learned epoch, gate markers, and the fence Guard's
+	// records of the embedding store). Required.
+	DataDir string
+
+	// FS is the file system DataDir lives on; nil is the OS. Tests pass a
+	// Pebble in-memory FS.
+	FS vfs.FS
+
+	// GRPCAddr is the host:port the node's gRPC transport listens on (":0"
+	// picks a port). AdvertiseAddr is what peers dial if not the listen
+	// address (it must be set when GRPCAddr binds a wildcard address).
+	GRPCAddr      string
+	AdvertiseAddr string
+
+	// TLS, when set, turns on TLS for the gRPC transport (mutual when it
+	// names client certificates).
+	TLS *transport.TLSFiles
+
+	// GossipAddr is the host:port memberlist binds (UDP and TCP; port 0 picks
+	// one). GossipAdvertise is what peers dial if not the bind address.
+	// Memberlist detects failures and carries each node's store ID, gRPC
+	// address and protocol version; it never decides membership.
+	GossipAddr      string
+	GossipAdvertise string
+
+	// GossipKey, 16, 24 or 32 bytes, encrypts gossip (AES-GCM).
+	GossipKey []byte
+
+	// GossipTimings tunes failure detection; the zero value is memberlist's
+	// LAN defaults (transport.LocalTimings).
+	GossipTimings transport.Timings
+
+	// Bootstrap starts a brand-new cluster whose first epoch is exactly
+	// InitialMembers (node IDs, this node among them). Every initial member
+	// must be given the same list; Open waits until memberlist shows all of
+	// them. It is ignored by a node whose store already learned an epoch.
+	Bootstrap      bool
+	InitialMembers []string
+
+	// Join lists gossip addresses (host:port) of running nodes. A new node
+	// joins the cluster through them; bootstrapping nodes use them to find
+	// each other; a restarted node uses them to rejoin gossip.
+	Join []string
+
+	// KeyRing signs the lockGrant.v1 that a home sends with every delegation
+	// (Handle.Grant), for fence.Guard to verify. KeyRingFile loads one
+	// instead. With neither, grants are not signed and Handle.Grant is nil.
+	KeyRing     *fence.KeyRing
+	KeyRingFile string
+
+	// GrantOperation is the Operation bound into signed grants; a Guard
+	// accepts a mutation only with the same operation.
+	GrantOperation string
+
+	// EpochLease is how long one renewal round by a majority gives a home the
+	// right to grant under the current epoch, and the length of the activation
+	// and restart gates (EpochLease + Skew). It must exceed MaxLease + Skew, so
+	// that every delegation of an old epoch ends within one gate.
+	EpochLease time.Duration
+
+	// MaxLease caps a delegation's lease (and so a critical section's).
+	MaxLease time.Duration
+
+	// MinUseful is the shortest lease worth using: a grant arriving with less
+	// left is given back, and no critical section starts with less left.
+	// MaxLease must exceed 2 × MinUseful (an idle delegation is released
+	// 2 × MinUseful before it lapses).
+	MinUseful time.Duration
+
+	// Skew is added wherever one node's expiry must follow another's: homes
+	// keep a delegation Skew longer than its holder. Validate requires at
+	// least 2 × MaxDrift × max(EpochLease, MaxLease) plus a margin. If wall
+	// time ever outruns the lease clock by more than Skew between two ticks,
+	// the node drops every delegation it holds (a clock jump).
+	Skew time.Duration
+
+	// MaxDrift bounds the clock rate drift between nodes (0.01 = 1%); holders
+	// shorten their leases by it.
+	MaxDrift float64
+
+	// RetryInterval is how often an unanswered Acquire, Renew, renewal round
+	// or Join is resent. It paces recovery, never safety.
+	RetryInterval time.Duration
+
+	// DownAfter is how long memberlist must report a member down before this
+	// node proposes an epoch without it. A member removed by mistake just
+	// joins again.
+	DownAfter time.Duration
+
+	// DefaultWait bounds a Lock without WithWait (a context deadline that is
+	// sooner wins).
+	DefaultWait time.Duration
+
+	// MaxDelegations caps the live delegations this node grants as a home,
+	// MaxPerRequester those one requester may hold from it, and MaxWaiters one
+	// key's queue. At a cap requests fail with ErrTooManyDelegations; nothing
+	// is evicted. 0 means no cap.
+	MaxDelegations  int
+	MaxPerRequester int
+	MaxWaiters      int
+
+	// Barrier is the store's settle hook, run when a delegation is drained:
+	// it returns once no write staged under the delegation can still commit,
+	// with an opaque barrier (say, the last replicated write position for the
+	// key) that the next holder waits for. It receives the barrier this node
+	// inherited with the grant and must return one at least as new (barriers
+	// never go backwards). This refines issue 3's Barrier(key) []byte: the
+	// hook also gets a context bounded by the delegation's lease and may fail
+	// (the delegation is then dropped without a Release and its home waits
+	// the lease out). Nil returns the inherited barrier unchanged.
+	Barrier func(ctx context.Context, key string, inherited []byte) ([]byte, error)
+
+	// WaitFresh is the store's wait hook, run before the first critical
+	// section under a delegation that came with a barrier: it returns once
+	// this node's replica has caught up with it. Nil returns at once. Hooks
+	// run off the driver's lock and must not lock the key being drained.
+	WaitFresh func(ctx context.Context, key string, barrier []byte) error
+
+	// Logger receives the node's log; nil discards it.
+	Logger *slog.Logger
+
+	// Clock is the lease clock; nil is BootClock (CLOCK_BOOTTIME, which keeps
+	// counting while the machine is suspended). Tests inject their own.
+	Clock Clock
+
+	// Unexported, set only through internal/testhooks: an in-memory
+	// transport in place of gRPC, and a protocol version other than
+	// ProtocolVersion (to test capability negotiation).
+	newTransport func(self msg.Member, h transport.Handler) (transport.Transport, error)
+	version      uint32
+}
+
+// DefaultConfig returns a Config with every timing and cap set; NodeID,
+// ClusterID, DataDir, the addresses and Bootstrap or Join remain to be set.
+func DefaultConfig() Config {
+	return Config{
+		GRPCAddr:       "127.0.0.1:7946",
+		GossipAddr:     "127.0.0.1:7947",
+		GrantOperation: "lock",
+		EpochLease:     6 * time.Second,
+		MaxLease:       2 * time.Second,
+		MinUseful:      100 * time.Millisecond,
+		Skew:           250 * time.Millisecond,
+		MaxDrift:       0.01,
+		RetryInterval:  100 * time.Millisecond,
+		DownAfter:      10 * time.Second,
+		DefaultWait:    10 * time.Second,
+		MaxDelegations: 1 << 20,
+		MaxWaiters:     4096,
+	}
+}
+
+// Validate reports every violation, each naming the field and its value; nil
+// means Open will accept the config.
+func (c Config) Validate() error {
+	var v []string
+	bad := func(format string, args ...any) { v = append(v, fmt.Sprintf(format, args...)) }
+
+	switch {
+	case c.NodeID == "":
+		bad("NodeID is empty")
+	case len(c.NodeID) > fence.MaxNameLen:
+		bad("NodeID (%d bytes) must be at most %d bytes", len(c.NodeID), fence.MaxNameLen)
+	}
+	switch {
+	case c.ClusterID == "":
+		bad("ClusterID is empty")
+	case len(c.ClusterID) > fence.MaxNameLen:
+		bad("ClusterID (%d bytes) must be at most %d bytes", len(c.ClusterID), fence.MaxNameLen)
+	}
+	if c.DataDir == "" {
+		bad("DataDir is empty")
+	}
+	if c.newTransport == nil {
+		checkAddr(bad, "GRPCAddr", c.GRPCAddr, true)
+	}
+	checkAddr(bad, "AdvertiseAddr", c.AdvertiseAddr, false)
+	checkAddr(bad, "GossipAddr", c.GossipAddr, true)
+	checkAddr(bad, "GossipAdvertise", c.GossipAdvertise, false)
+	for _, a := range c.Join {
+		checkAddr(bad, "Join", a, true)
+	}
+	if c.Bootstrap {
+		switch {
+		case len(c.InitialMembers) == 0:
+			bad("InitialMembers is empty but Bootstrap is set")
+		case !slices.Contains(c.InitialMembers, c.NodeID):
+			bad("InitialMembers (%s) must include NodeID (%q) when Bootstrap is set", strings.Join(c.InitialMembers, ","), c.NodeID)
+		}
+		seen := map[string]bool{}
+		for _, m := range c.InitialMembers {
+			if m == "" || seen[m] {
+				bad("InitialMembers (%s) has an empty or repeated ID %q", strings.Join(c.InitialMembers, ","), m)
+			}
+			seen[m] = true
+		}
+	} else if len(c.InitialMembers) > 0 {
+		bad("InitialMembers (%s) is set but Bootstrap is not", strings.Join(c.InitialMembers, ","))
+	}
+	if k := len(c.GossipKey); k != 0 && k != 16 && k != 24 && k != 32 {
+		bad("GossipKey (%d bytes) must be 16, 24 or 32 bytes", k)
+	}
+	if c.KeyRing != nil && c.KeyRingFile != "" {
+		bad("KeyRing and KeyRingFile (%q) are both set", c.KeyRingFile)
+	}
+	if c.GrantOperation == "" || len(c.GrantOperation) > fence.MaxNameLen {
+		bad("GrantOperation (%q) must be 1 to %d bytes", c.GrantOperation, fence.MaxNameLen)
+	}
+
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"EpochLease", c.EpochLease}, {"MaxLease", c.MaxLease}, {"MinUseful", c.MinUseful},
+		{"RetryInterval", c.RetryInterval}, {"DownAfter", c.DownAfter}, {"DefaultWait", c.DefaultWait},
+	} {
+		if d.v <= 0 {
+			bad("%s (%v) must be positive", d.name, d.v)
+		}
+	}
+	if c.Skew < 0 {
+		bad("Skew (%v) must not be negative", c.Skew)
+	}
+	if c.MaxDrift < 0 || c.MaxDrift >= 0.1 {
+		bad("MaxDrift (%g) must be in [0, 0.1)", c.MaxDrift)
+	}
+	if c.EpochLease <= c.MaxLease+c.Skew {
+		bad("EpochLease (%v) must exceed MaxLease (%v) + Skew (%v)", c.EpochLease, c.MaxLease, c.Skew)
+	}
+	if min := minSkew(c.MaxDrift, c.EpochLease, c.MaxLease); c.Skew < min {
+		bad("Skew (%v) must be at least 2 × MaxDrift (%g) × max(EpochLease, MaxLease) + margin (%v) = %v",
+			c.Skew, c.MaxDrift, skewMargin, min)
+	}
+	if c.MaxLease > 0 && c.MaxLease <= 2*c.MinUseful {
+		bad("MaxLease (%v) must exceed 2 × MinUseful (%v)", c.MaxLease, c.MinUseful)
+	}
+	if c.MaxLease > 0 && c.RetryInterval >= c.MaxLease {
+		bad("RetryInterval (%v) must be below MaxLease (%v)", c.RetryInterval, c.MaxLease)
+	}
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"MaxDelegations", c.MaxDelegations}, {"MaxPerRequester", c.MaxPerRequester}, {"MaxWaiters", c.MaxWaiters}} {
+		if n.v < 0 {
+			bad("%s (%d) must not be negative", n.name, n.v)
+		}
+	}
+	if len(v) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrInvalidConfig, strings.Join(v, "; "))
+}
+
+// minSkew is the least Skew that covers two clocks drifting apart by
+// maxDrift each over the longest interval one node measures for another.
+func minSkew(maxDrift float64, epochLease, maxLease time.Duration) time.Duration {
+	return time.Duration(2*maxDrift*float64(max(epochLease, maxLease))) + skewMargin
+}
+
+func checkAddr(bad func(string, ...any), field, addr string, required bool) {
+	if addr == "" {
+		if required {
+			bad("%s is empty", field)
+		}
+		return
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		bad("%s (%q) is not host:port: %v", field, addr, err)
+	}
+}
+
+// protocolVersion is the version this node advertises.
+func (c *Config) protocolVersion() uint32 {
+	if c.version != 0 {
+		return c.version
+	}
+	return ProtocolVersion
+}

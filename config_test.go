@@ -1,0 +1,139 @@
+package homelock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/homelock/homelock/delegation"
+)
+
+func validConfig() Config {
+	c := DefaultConfig()
+	c.NodeID, c.ClusterID, c.DataDir = "n1", "c", "/tmp/x"
+	c.Bootstrap, c.InitialMembers = true, []string{"n1"}
+	return c
+}
+
+// Each violation is named with its field and value; several are all listed.
+func TestValidate(t *testing.T) {
+	require.NoError(t, validConfig().Validate())
+	for name, tc := range map[string]struct {
+		mut  func(*Config)
+		want []string
+	}{
+		"no identity":      {func(c *Config) { c.NodeID, c.ClusterID, c.DataDir = "", "", "" }, []string{"NodeID is empty", "ClusterID is empty", "DataDir is empty"}},
+		"epoch lease":      {func(c *Config) { c.EpochLease = 2 * time.Second; c.MaxLease = 5 * time.Second }, []string{"EpochLease (2s) must exceed MaxLease (5s) + Skew (250ms)"}},
+		"skew":             {func(c *Config) { c.Skew = 10 * time.Millisecond }, []string{"Skew (10ms) must be at least 2 × MaxDrift (0.01) × max(EpochLease, MaxLease) + margin (5ms) = 125ms"}},
+		"drift":            {func(c *Config) { c.MaxDrift = 0.5 }, []string{"MaxDrift (0.5) must be in [0, 0.1)"}},
+		"durations":        {func(c *Config) { c.RetryInterval, c.DefaultWait = 0, -time.Second }, []string{"RetryInterval (0s) must be positive", "DefaultWait (-1s) must be positive"}},
+		"min useful":       {func(c *Config) { c.MinUseful = time.Second }, []string{"MaxLease (2s) must exceed 2 × MinUseful (1s)"}},
+		"retry":            {func(c *Config) { c.RetryInterval = 3 * time.Second }, []string{"RetryInterval (3s) must be below MaxLease (2s)"}},
+		"bootstrap list":   {func(c *Config) { c.InitialMembers = []string{"n2", "n2"} }, []string{"InitialMembers (n2,n2) must include NodeID (\"n1\")", "repeated ID \"n2\""}},
+		"bootstrap empty":  {func(c *Config) { c.InitialMembers = nil }, []string{"InitialMembers is empty but Bootstrap is set"}},
+		"initial no boot":  {func(c *Config) { c.Bootstrap = false }, []string{"InitialMembers (n1) is set but Bootstrap is not"}},
+		"addresses":        {func(c *Config) { c.GRPCAddr, c.GossipAddr, c.Join = "nope", "", []string{"x"} }, []string{"GRPCAddr (\"nope\") is not host:port", "GossipAddr is empty", "Join (\"x\") is not host:port"}},
+		"gossip key":       {func(c *Config) { c.GossipKey = []byte("short") }, []string{"GossipKey (5 bytes) must be 16, 24 or 32 bytes"}},
+		"key ring twice":   {func(c *Config) { c.KeyRing = testKeyRing(t); c.KeyRingFile = "k.json" }, []string{"KeyRing and KeyRingFile (\"k.json\") are both set"}},
+		"caps":             {func(c *Config) { c.MaxDelegations = -1 }, []string{"MaxDelegations (-1) must not be negative"}},
+		"grant operation":  {func(c *Config) { c.GrantOperation = "" }, []string{"GrantOperation (\"\") must be 1 to 256 bytes"}},
+		"negative skew":    {func(c *Config) { c.Skew = -time.Millisecond }, []string{"Skew (-1ms) must not be negative"}},
+		"node ID too long": {func(c *Config) { c.NodeID = string(make([]byte, 300)) }, []string{"NodeID (300 bytes) must be at most 256 bytes"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := validConfig()
+			tc.mut(&c)
+			err := c.Validate()
+			require.ErrorIs(t, err, ErrInvalidConfig)
+			for _, w := range tc.want {
+				require.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
+
+func TestOpenRefusesInvalidConfig(t *testing.T) {
+	_, err := Open(context.Background(), Config{})
+	require.ErrorIs(t, err, ErrInvalidConfig)
+
+	c := testConfig(t, "n1") // no Bootstrap, no Join, empty directory
+	_, err = Open(context.Background(), c)
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	require.Contains(t, err.Error(), "set Bootstrap")
+}
+
+func TestOptions(t *testing.T) {
+	n := &Node{cfg: validConfig()}
+	o, err := n.options(nil)
+	require.NoError(t, err)
+	require.Equal(t, lockOptions{wait: n.cfg.DefaultWait, scope: ScopeCluster}, o)
+
+	o, err = n.options([]LockOption{WithLease(time.Second), WithWait(2 * time.Second), WithScope(ScopeNode)})
+	require.NoError(t, err)
+	require.Equal(t, lockOptions{lease: time.Second, wait: 2 * time.Second, waitSet: true, scope: ScopeNode}, o)
+
+	for _, bad := range []LockOption{WithLease(0), WithWait(-1), WithScope(9)} {
+		_, err := n.options([]LockOption{bad})
+		require.ErrorIs(t, err, errBadOption)
+	}
+}
+
+// Failed events become the exported errors, wrapped with key and detail.
+func TestFailureWrapping(t *testing.T) {
+	for reason, want := range map[delegation.Reason]error{
+		delegation.ReasonTimeout:      ErrTimeout,
+		delegation.ReasonUnavailable:  ErrLockUnavailable,
+		delegation.ReasonTooMany:      ErrTooManyDelegations,
+		delegation.ReasonHookFailed:   ErrHookFailed,
+		delegation.ReasonLeaseExpired: ErrLeaseExpired,
+	} {
+		err := failure(delegation.Event{Kind: delegation.Failed, Key: "users/7", Reason: reason, Detail: "home n2 refused"})
+		require.ErrorIs(t, err, want)
+		require.Equal(t, fmt.Sprintf("%v: key %q: home n2 refused", want, "users/7"), err.Error())
+		for _, other := range []error{ErrTimeout, ErrLockUnavailable, ErrTooManyDelegations, ErrHookFailed, ErrLeaseExpired} {
+			if other != want {
+				require.False(t, errors.Is(err, other))
+			}
+		}
+	}
+	require.ErrorIs(t, ErrStaleOwner, ErrStaleOwner)
+}
+
+// Node-scope locks exclude on one node and carry the node-scope marker.
+func TestNodeScope(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	n := c.nodes[0]
+	ctx := context.Background()
+	h, err := n.Lock(ctx, "k", WithScope(ScopeNode))
+	require.NoError(t, err)
+	require.Equal(t, ScopeNode, h.Scope())
+	require.Zero(t, h.Token().Epoch)
+	g, err := n.KeyRing().Verify(h.Grant())
+	require.NoError(t, err)
+	require.Equal(t, ScopeNode, g.Scope)
+	_, err = n.TryLock(ctx, "k", WithScope(ScopeNode))
+	require.ErrorIs(t, err, ErrTimeout)
+	require.NoError(t, h.Unlock())
+	h, err = n.TryLock(ctx, "k", WithScope(ScopeNode), WithLease(30*time.Millisecond))
+	require.NoError(t, err)
+	<-h.Done()
+	require.ErrorIs(t, h.Valid(), ErrLeaseExpired)
+}
+
+// LockAll takes keys in one order and gives back sorted, deduplicated handles.
+func TestLockAll(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	n := c.nodes[0]
+	c.waitAvailable()
+	hs, err := n.LockAll(context.Background(), "b", "a", "b", "c")
+	require.NoError(t, err)
+	require.Len(t, hs, 3)
+	for i, k := range []string{"a", "b", "c"} {
+		require.Equal(t, k, hs[i].Key())
+		require.NoError(t, hs[i].Unlock())
+	}
+}

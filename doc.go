@@ -1,0 +1,62 @@
+// Package homelock gives a replicated database cluster-wide lock(key) with
+// fencing tokens, and no network message at all when a node keeps locking
+// the same key.
+//
+// Each process of the store embeds one Node:
+//
+//	node, err := homelock.Open(ctx, cfg)   // cfg from DefaultConfig
+//	h, err := node.Lock(ctx, "orders/42")  // ErrTimeout, ErrLockUnavailable, ...
+//	... stage the write tagged with h.Token() (a fence.Guard checks h.Grant()) ...
+//	if h.Valid() == nil { commit }         // ErrLeaseExpired: do not commit
+//	h.Unlock()
+//
+// # How it works
+//
+// Every key has one arbiter, its home node, picked by rendezvous hashing over
+// the members of an agreed membership epoch. The home hands out delegations:
+// the leased right for one node to admit critical sections on one key
+// locally. While a node holds a key's delegation, Lock and Unlock are a local
+// mutex (Stats.LocalFast). When another node asks, the home recalls it, the
+// holder drains (its critical section ends, the store's Barrier hook settles
+// the writes), and the next holder gets a larger token
+// (epoch, home incarnation, counter). The protocol lives in the pure state
+// machines epoch, home and delegation, composed by internal/core; this
+// package only drives them (see /work/shared/DESIGN.md and
+// internal/core/doc.go).
+//
+// # The driver
+//
+// One mutex guards the core. Every input — a message from the transport, the
+// timer, Lock, Unlock, a store hook finishing — is one step under it, and
+// each step's Ready is carried out in order: the durable writes are committed
+// to the Pebble store (synced) first, then the messages are handed to the
+// transport (which never blocks), then the events go to the waiting lockers
+// or start store hooks. Store hooks run on their own goroutines, off the
+// mutex, bounded by the delegation's lease, and report back tagged with the
+// token. One timer goroutine sleeps until the core's next deadline (at most
+// 100ms) and ticks; on each tick it also checks for a clock jump, retries a
+// pending join, and proposes to remove members that memberlist has reported
+// down for DownAfter.
+//
+// Leases are measured on Config.Clock, by default CLOCK_BOOTTIME, which keeps
+// counting while the machine is suspended; if wall time ever outruns it by
+// more than Skew the node drops the delegations it holds (H9).
+//
+// # Lifecycle
+//
+// Open bumps the node's incarnation before it sends anything, so a restarted
+// home never re-issues a token. A new cluster starts with Bootstrap and the
+// same InitialMembers on each initial node; a new node joins with Join; a
+// restarted node does neither. A node that learns an epoch without itself
+// (removed by mistake) asks to join again. Leave hands the node's keys to
+// their new homes; Close releases the delegations it holds and stops every
+// goroutine it started.
+//
+// # Guarantees
+//
+// At no time do two nodes admit critical sections on one key (under the drift
+// bound); tokens for a key only grow, across restarts and epochs; a lock call
+// succeeds, times out with ErrTimeout, or fails with a named error, never
+// hanging past its context. A paused process may still believe it holds a
+// lock: the protected resource must check the token (fence.Guard does).
+package homelock

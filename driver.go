@@ -1,0 +1,256 @@
+package homelock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/homelock/homelock/delegation"
+	"github.com/homelock/homelock/internal/core"
+	"github.com/homelock/homelock/localstore"
+	"github.com/homelock/homelock/msg"
+	"github.com/homelock/homelock/transport"
+)
+
+// maxSleep bounds the timer goroutine's sleep, so that clock jumps, failure
+// detection and join retries are looked at even when the machines have no
+// deadline.
+const maxSleep = 100 * time.Millisecond
+
+// receive is the transport's Handler: one envelope, one step.
+func (n *Node) receive(env msg.Envelope) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.usable() {
+		return // not started yet or stopped: the sender retries
+	}
+	now := n.clock.Now()
+	n.apply(now, n.core.Receive(now, env))
+}
+
+// apply carries out one step's Ready, in the order the core requires: the
+// durable writes synced first, then the messages, then the events (mu held).
+func (n *Node) apply(now time.Time, rd core.Ready) {
+	if rd.HasWrites() {
+		err := n.store.Commit(localstore.Writes{Acceptor: rd.Acceptor, Learned: rd.Learned, GatePassed: rd.GatePassed})
+		if err != nil {
+			// The machines believe these writes are durable; nothing that
+			// depends on them may leave, now or later.
+			n.fail(fmt.Errorf("commit: %w", err))
+			return
+		}
+	}
+	for _, o := range rd.Msgs {
+		if err := n.tr.Send(o.To, o.Env); err != nil && !errors.Is(err, transport.ErrClosed) {
+			n.log.Warn("send failed", "to", o.To.ID, "kind", o.Env.Body.Kind(), "err", err)
+		}
+	}
+	if rd.Learned != nil {
+		n.noteEpoch()
+	}
+	for _, e := range rd.Events {
+		n.deliver(now, e)
+	}
+	n.rearm()
+}
+
+// fail stops the node after a store failure (mu held).
+func (n *Node) fail(err error) {
+	if n.failed != nil {
+		return
+	}
+	n.failed = err
+	n.log.Error("store failed; the node stops taking part in the protocol", "err", err)
+	for id, w := range n.waiters {
+		delete(n.waiters, id)
+		w.err = fmt.Errorf("%w: key %q: store failed: %v", ErrClosed, w.key, err)
+		close(w.done)
+	}
+	for key, h := range n.active {
+		delete(n.active, key)
+		if h != nil {
+			h.end(stateLost)
+		}
+	}
+}
+
+// deliver hands one event to its locker or runs a store hook (mu held).
+func (n *Node) deliver(now time.Time, e delegation.Event) {
+	switch e.Kind {
+	case delegation.Admitted:
+		w := n.waiters[e.Locker]
+		if w == nil {
+			// The locker gave up (context ended) as it was admitted.
+			if rd, ok := n.core.Unlock(now, e.Key, e.Locker); ok {
+				n.apply(now, rd)
+			}
+			return
+		}
+		delete(n.waiters, e.Locker)
+		w.h = n.admitted(e)
+		close(w.done)
+	case delegation.Extended:
+		if h := n.active[e.Key]; h != nil && h.locker == e.Locker {
+			h.expires.Store(int64(e.Expires.Sub(bootEpoch)))
+		}
+	case delegation.Revoked:
+		if h := n.active[e.Key]; h != nil && h.locker == e.Locker {
+			n.active[e.Key] = nil
+			h.end(stateLost)
+			n.log.Debug("lease lost", "key", e.Key, "token", e.Token, "detail", e.Detail)
+		}
+	case delegation.Failed:
+		if w := n.waiters[e.Locker]; w != nil {
+			delete(n.waiters, e.Locker)
+			w.err = failure(e)
+			close(w.done)
+		}
+	case delegation.Settle, delegation.WaitFresh:
+		n.runHook(now, e)
+	}
+}
+
+// admitted makes the Handle for an Admitted event (mu held).
+func (n *Node) admitted(e delegation.Event) *Handle {
+	h := &Handle{n: n, key: e.Key, locker: e.Locker, token: e.Token, signed: e.Signed, scope: ScopeCluster}
+	h.expires.Store(int64(e.Expires.Sub(bootEpoch)))
+	n.active[e.Key] = h
+	return h
+}
+
+// failure maps a Failed event to the exported error it stands for.
+func failure(e delegation.Event) error {
+	var sentinel error
+	switch e.Reason {
+	case delegation.ReasonTimeout:
+		sentinel = ErrTimeout
+	case delegation.ReasonTooMany:
+		sentinel = ErrTooManyDelegations
+	case delegation.ReasonHookFailed:
+		sentinel = ErrHookFailed
+	case delegation.ReasonLeaseExpired:
+		sentinel = ErrLeaseExpired
+	default:
+		sentinel = ErrLockUnavailable
+	}
+	detail := e.Detail
+	if detail == "" {
+		detail = "no detail"
+	}
+	return fmt.Errorf("%w: key %q: %s", sentinel, e.Key, detail)
+}
+
+// runHook runs the store's barrier or wait hook off the driver lock, bounded
+// by the delegation's lease, and reports its completion tagged with the token
+// (a completion for another token is dropped by the holder, H20). mu held.
+func (n *Node) runHook(now time.Time, e delegation.Event) {
+	settle := e.Kind == delegation.Settle
+	if settle && n.cfg.Barrier == nil {
+		n.apply(now, n.core.Settled(now, e.Key, e.Token, e.Barrier, nil))
+		return
+	}
+	if !settle && n.cfg.WaitFresh == nil {
+		n.apply(now, n.core.Fresh(now, e.Key, e.Token, nil))
+		return
+	}
+	d := e.Deadline.Sub(now)
+	n.hooks.Add(1)
+	go func() {
+		defer n.hooks.Done()
+		ctx, cancel := context.WithTimeout(n.hookCtx, d)
+		defer cancel()
+		var barrier []byte
+		var err error
+		if settle {
+			barrier, err = n.cfg.Barrier(ctx, e.Key, e.Barrier)
+		} else {
+			err = n.cfg.WaitFresh(ctx, e.Key, e.Barrier)
+		}
+		if err != nil {
+			n.log.Warn("store hook failed", "settle", settle, "key", e.Key, "token", e.Token, "err", err)
+		}
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if !n.usable() {
+			return
+		}
+		now := n.clock.Now()
+		if settle {
+			n.apply(now, n.core.Settled(now, e.Key, e.Token, barrier, err))
+		} else {
+			n.apply(now, n.core.Fresh(now, e.Key, e.Token, err))
+		}
+	}()
+}
+
+// rearm wakes the timer goroutine if the machines now want a tick before the
+// one it sleeps towards (mu held).
+func (n *Node) rearm() {
+	d := n.core.NextDeadline()
+	if d.IsZero() || (!n.armed.IsZero() && !d.Before(n.armed)) {
+		return
+	}
+	n.armed = d
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run is the timer goroutine: it sleeps until the machines' next deadline
+// (or maxSleep) and ticks them.
+func (n *Node) run() {
+	defer n.wg.Done()
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-n.kick:
+		case <-t.C:
+		}
+		t.Reset(n.tick())
+	}
+}
+
+// tick runs one timer step and returns how long to sleep.
+func (n *Node) tick() time.Duration {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.usable() {
+		return maxSleep
+	}
+	now := n.clock.Now()
+	n.checkJump(now)
+	if d := n.core.NextDeadline(); !d.IsZero() && !now.Before(d) {
+		n.apply(now, n.core.Tick(now))
+	}
+	if !n.usable() {
+		return maxSleep
+	}
+	n.maintain(now)
+	sleep := maxSleep
+	if d := n.core.NextDeadline(); !d.IsZero() {
+		sleep = min(max(d.Sub(now), 0), maxSleep)
+	}
+	n.armed = now.Add(sleep)
+	return sleep
+}
+
+// checkJump compares wall-clock progress with the lease clock's since the
+// last tick: if wall time ran ahead by more than Skew, the lease clock
+// cannot be trusted to have expired what it should (a suspend it missed,
+// H9), so the node drops the delegations it holds and its liveness.
+func (n *Node) checkJump(now time.Time) {
+	wall := n.clock.Wall()
+	if !n.lastWall.IsZero() {
+		if ahead := wall.Sub(n.lastWall) - now.Sub(n.lastBoot); ahead > n.cfg.Skew {
+			n.clockJumps.Add(1)
+			n.log.Warn("wall clock jumped ahead of the lease clock; dropping held delegations", "ahead", ahead)
+			n.apply(now, n.core.ClockJump(now))
+		}
+	}
+	n.lastWall, n.lastBoot = wall, now
+}

@@ -1,0 +1,163 @@
+package homelock
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/homelock/homelock/fence"
+)
+
+// Handle is one admitted critical section on one key. Check Valid before a
+// write commits (or let a fence.Guard check Grant and Token), and Unlock when
+// done. Its methods are safe for concurrent use.
+type Handle struct {
+	n      *Node
+	key    string
+	locker uint64
+	token  fence.Token
+	signed []byte
+	scope  Scope
+	// expires is the lease end in nanoseconds on the node's lease clock
+	// (since bootEpoch); renewals move it (Extended events).
+	expires atomic.Int64
+	state   atomic.Uint32
+
+	// Done and Context are made on first use, so a Lock that never asks for
+	// them allocates nothing but the Handle.
+	mu     sync.Mutex
+	ended  bool
+	done   chan struct{}
+	ctx    context.Context
+	cancel context.CancelFunc
+	// Node scope only.
+	local *localLock
+	timer *time.Timer
+}
+
+const (
+	stateHeld uint32 = iota
+	stateReleased
+	stateLost
+)
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// Key is the locked key.
+func (h *Handle) Key() string { return h.key }
+
+// Token is the fencing token: (epoch, home incarnation, counter), growing
+// with every delegation of the key. Several critical sections on one node
+// under one delegation share it. A ScopeNode token has Epoch 0.
+func (h *Handle) Token() fence.Token { return h.token }
+
+// Grant is the signed lockGrant.v1 (nil when the node has no key ring): the
+// home's statement, bound to the key, this node's ID, the cluster ID and
+// Config.GrantOperation, that a fence.Guard verifies.
+func (h *Handle) Grant() []byte { return h.signed }
+
+// Scope is ScopeCluster or ScopeNode.
+func (h *Handle) Scope() Scope { return h.scope }
+
+// Expires is when the lease ends on this node's lease clock (Config.Clock).
+func (h *Handle) Expires() time.Time { return bootEpoch.Add(time.Duration(h.expires.Load())) }
+
+// Valid returns nil while the critical section may still commit, and an
+// error wrapping ErrLeaseExpired once its lease ran out on this node's clock,
+// it was revoked (its delegation lost), or it was unlocked.
+func (h *Handle) Valid() error {
+	switch h.state.Load() {
+	case stateReleased:
+		return fmt.Errorf("%w: key %q token %s: unlocked", ErrLeaseExpired, h.key, h.token)
+	case stateLost:
+		return fmt.Errorf("%w: key %q token %s: revoked", ErrLeaseExpired, h.key, h.token)
+	}
+	if int64(h.n.clock.Now().Sub(bootEpoch)) >= h.expires.Load() {
+		return fmt.Errorf("%w: key %q token %s: lease ran out", ErrLeaseExpired, h.key, h.token)
+	}
+	return nil
+}
+
+// Done is closed when the critical section ends: unlocked, revoked, or its
+// lease ran out.
+func (h *Handle) Done() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.done == nil {
+		if h.ended {
+			return closedChan
+		}
+		h.done = make(chan struct{})
+	}
+	return h.done
+}
+
+// Context is cancelled when Done closes; pass it to the work the critical
+// section does.
+func (h *Handle) Context() context.Context {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ctx == nil {
+		h.ctx, h.cancel = context.WithCancel(context.Background())
+		if h.ended {
+			h.cancel()
+		}
+	}
+	return h.ctx
+}
+
+// Unlock ends the critical section. It is idempotent: it returns nil once
+// the lock is released, and an error wrapping ErrLeaseExpired, every time,
+// if the lease had been lost before (a write made since must not count).
+func (h *Handle) Unlock() error {
+	if !h.state.CompareAndSwap(stateHeld, stateReleased) {
+		if h.state.Load() == stateLost {
+			return fmt.Errorf("%w: key %q token %s: lost before unlock", ErrLeaseExpired, h.key, h.token)
+		}
+		return nil
+	}
+	if h.scope == ScopeNode {
+		h.n.unlockLocal(h)
+	} else {
+		n := h.n
+		n.mu.Lock()
+		if n.active[h.key] == h {
+			n.active[h.key] = nil
+		}
+		if n.usable() {
+			now := n.clock.Now()
+			if rd, ok := n.core.Unlock(now, h.key, h.locker); ok {
+				n.apply(now, rd)
+			}
+		}
+		n.mu.Unlock()
+	}
+	h.finish()
+	return nil
+}
+
+// end marks the handle lost (revoked, expired, node closed) unless it was
+// already unlocked, and wakes Done and Context.
+func (h *Handle) end(state uint32) {
+	h.state.CompareAndSwap(stateHeld, state)
+	h.finish()
+}
+
+func (h *Handle) finish() {
+	h.expires.Store(math.MinInt64)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ended {
+		return
+	}
+	h.ended = true
+	if h.done != nil {
+		close(h.done)
+	}
+	if h.cancel != nil {
+		h.cancel()
+	}
+}

@@ -1,0 +1,24 @@
+// Package testhooks lets tests inside this module reach settings of
+// homelock.Config that are not part of the public API: an in-memory transport
+// in place of gRPC, and a protocol version other than
+// homelock.ProtocolVersion (to test capability negotiation). The root package
+// fills these functions in its init; being internal, nothing outside the
+// module can call them.
+package testhooks
+
+import (
+	"github.com/homelock/homelock/msg"
+	"github.com/homelock/homelock/transport"
+)
+
+// NewTransport builds a node's transport from its member identity and the
+// handler it must deliver to.
+type NewTransport func(self msg.Member, h transport.Handler) (transport.Transport, error)
+
+var (
+	// SetTransport(cfg, f) makes the node built from *cfg (a
+	// *homelock.Config) use f instead of gRPC; GRPCAddr is then not needed.
+	SetTransport func(cfg any, f NewTransport)
+	// SetProtocolVersion(cfg, v) makes the node advertise and speak v.
+	SetProtocolVersion func(cfg any, v uint32)
+)

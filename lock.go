@@ -1,0 +1,230 @@
+package homelock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/homelock/homelock/fence"
+)
+
+// Scope says what a lock guarantees.
+type Scope = fence.Scope
+
+const (
+	// ScopeCluster (the default): mutual exclusion across every node of the
+	// cluster, arbitrated by the key's home, with a cluster fencing token.
+	ScopeCluster = fence.ScopeCluster
+	// ScopeNode: a node-local lock that excludes only lockers on this node,
+	// with no cluster guarantee. It is the opt-in fallback while the cluster
+	// cannot grant (say, during a protocol version upgrade). Its tokens have
+	// Epoch 0, which no cluster token has (epochs start at 1), and its signed
+	// grants say fence.ScopeNode, which a cluster-domain Guard refuses.
+	ScopeNode = fence.ScopeNode
+)
+
+// LockOption changes one Lock call. Options are plain values, so passing
+// them costs no allocation.
+type LockOption struct {
+	set   uint8
+	lease time.Duration
+	wait  time.Duration
+	scope Scope
+}
+
+const (
+	optLease uint8 = 1 << iota
+	optWait
+	optScope
+)
+
+// WithLease bounds the critical section: its handle is revoked d after
+// admission even if the delegation lives on. Without it, the critical section
+// lasts while this node's delegation is renewed (it is renewed while in use).
+// It never outlives the delegation.
+func WithLease(d time.Duration) LockOption { return LockOption{set: optLease, lease: d} }
+
+// WithWait bounds how long Lock waits (Config.DefaultWait without it; a
+// sooner context deadline wins).
+func WithWait(d time.Duration) LockOption { return LockOption{set: optWait, wait: d} }
+
+// WithScope selects ScopeCluster (default) or ScopeNode.
+func WithScope(s Scope) LockOption { return LockOption{set: optScope, scope: s} }
+
+type lockOptions struct {
+	lease, wait time.Duration
+	waitSet     bool
+	scope       Scope
+}
+
+func (n *Node) options(opts []LockOption) (lockOptions, error) {
+	o := lockOptions{wait: n.cfg.DefaultWait, scope: ScopeCluster}
+	for _, op := range opts {
+		if op.set&optLease != 0 {
+			if op.lease <= 0 {
+				return o, fmt.Errorf("%w: WithLease (%v) must be positive", errBadOption, op.lease)
+			}
+			o.lease = op.lease
+		}
+		if op.set&optWait != 0 {
+			if op.wait < 0 {
+				return o, fmt.Errorf("%w: WithWait (%v) must not be negative", errBadOption, op.wait)
+			}
+			o.wait, o.waitSet = op.wait, true
+		}
+		if op.set&optScope != 0 {
+			if op.scope != ScopeCluster && op.scope != ScopeNode {
+				return o, fmt.Errorf("%w: WithScope (%d) must be ScopeCluster or ScopeNode", errBadOption, op.scope)
+			}
+			o.scope = op.scope
+		}
+	}
+	return o, nil
+}
+
+var (
+	errBadOption = errors.New("homelock: invalid lock option")
+	errEmptyKey  = errors.New("homelock: empty key")
+)
+
+// Lock acquires key and returns a Handle for the critical section. When this
+// node holds the key's delegation and nobody waits, it is a local mutex: no
+// network message. Otherwise it asks the key's home and waits, up to the
+// wait (WithWait, Config.DefaultWait) or ctx, whichever ends first.
+//
+// Errors: ErrTimeout (still queued behind a holder at the deadline),
+// ErrLockUnavailable (no epoch, not a member, version mismatch, home without
+// liveness), ErrTooManyDelegations, ErrHookFailed, ErrClosed; a cancelled
+// ctx returns its error wrapped (with ErrTimeout too if its deadline passed).
+func (n *Node) Lock(ctx context.Context, key string, opts ...LockOption) (*Handle, error) {
+	o, err := n.options(opts)
+	if err != nil {
+		return nil, err
+	}
+	if key == "" {
+		return nil, errEmptyKey
+	}
+	if o.scope == ScopeNode {
+		return n.lockLocal(ctx, key, o, false)
+	}
+	return n.lock(ctx, key, o, false)
+}
+
+// TryLock is Lock that does not queue behind a holder: it returns
+// ErrTimeout at once when another local critical section holds the key, and
+// otherwise asks the key's home and waits only for its answer (WithWait if
+// given, else 4 × Config.RetryInterval): a key held elsewhere comes back
+// as ErrTimeout.
+func (n *Node) TryLock(ctx context.Context, key string, opts ...LockOption) (*Handle, error) {
+	o, err := n.options(opts)
+	if err != nil {
+		return nil, err
+	}
+	if key == "" {
+		return nil, errEmptyKey
+	}
+	if !o.waitSet {
+		o.wait = 4 * n.cfg.RetryInterval
+	}
+	if o.scope == ScopeNode {
+		return n.lockLocal(ctx, key, o, true)
+	}
+	return n.lock(ctx, key, o, true)
+}
+
+func (n *Node) lock(ctx context.Context, key string, o lockOptions, try bool) (*Handle, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("homelock: key %q: %w", key, err)
+	}
+	n.mu.Lock()
+	if err := n.admissible(key); err != nil {
+		n.mu.Unlock()
+		return nil, err
+	}
+	now := n.clock.Now()
+	n.locker++
+	locker := n.locker
+	// The fast path: a delegation held here, nobody admitted or queued.
+	if ev, ok := n.core.TryAdmit(now, key, locker, o.lease); ok {
+		h := n.admitted(ev)
+		// Only the holder's timers can have moved: a heap peek, not the
+		// whole NextDeadline.
+		if d := n.core.Holder().NextDeadline(); !d.IsZero() && d.Before(n.armed) {
+			n.rearm()
+		}
+		n.mu.Unlock()
+		return h, nil
+	}
+	if !n.lockable {
+		why := n.unlockable
+		n.mu.Unlock()
+		return nil, fmt.Errorf("%w: key %q: %s", ErrLockUnavailable, key, why)
+	}
+	if try {
+		if _, _, active, held := n.core.Holder().Holding(key); held && active {
+			n.mu.Unlock()
+			return nil, fmt.Errorf("%w: key %q: held by another critical section on this node", ErrTimeout, key)
+		}
+	}
+	deadline := now.Add(o.wait)
+	if dl, ok := ctx.Deadline(); ok {
+		if d := now.Add(time.Until(dl)); d.Before(deadline) {
+			deadline = d
+		}
+	}
+	w := &waiter{key: key, done: make(chan struct{})}
+	n.waiters[locker] = w
+	n.apply(now, n.core.Lock(now, key, locker, deadline, o.lease))
+	n.mu.Unlock()
+
+	select {
+	case <-w.done:
+		return w.h, w.err
+	case <-ctx.Done():
+	}
+	n.mu.Lock()
+	if _, waiting := n.waiters[locker]; !waiting {
+		// Answered meanwhile: the answer stands.
+		n.mu.Unlock()
+		<-w.done
+		return w.h, w.err
+	}
+	delete(n.waiters, locker)
+	if n.usable() {
+		now := n.clock.Now()
+		n.apply(now, n.core.Cancel(now, key, locker))
+	}
+	n.mu.Unlock()
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return nil, fmt.Errorf("%w: key %q: %w", ErrTimeout, key, ctx.Err())
+	}
+	return nil, fmt.Errorf("homelock: key %q: %w", key, ctx.Err())
+}
+
+// LockAll locks every key in one global order (sorted, duplicates dropped),
+// so that two LockAll calls over overlapping keys never deadlock. It returns
+// the handles in that order; on an error it unlocks what it took.
+func (n *Node) LockAll(ctx context.Context, keys ...string) ([]*Handle, error) {
+	keys = slices.Clone(keys)
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	hs := make([]*Handle, 0, len(keys))
+	for _, k := range keys {
+		h, err := n.Lock(ctx, k)
+		if err != nil {
+			for i := len(hs) - 1; i >= 0; i-- {
+				_ = hs[i].Unlock()
+			}
+			return nil, err
+		}
+		hs = append(hs, h)
+	}
+	return hs, nil
+}
+
+// CountFencedWrite counts one write that the embedding store refused by its
+// fence (fence.ErrStaleOwner and kin) or under an invalid handle; it shows in
+// Stats.FencedWrites and the metrics.
+func (n *Node) CountFencedWrite() { n.fencedWrites.Add(1) }

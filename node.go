@@ -1,0 +1,473 @@
+package homelock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/homelock/homelock/delegation"
+	"github.com/homelock/homelock/epoch"
+	"github.com/homelock/homelock/fence"
+	"github.com/homelock/homelock/home"
+	"github.com/homelock/homelock/internal/core"
+	"github.com/homelock/homelock/internal/testhooks"
+	"github.com/homelock/homelock/localstore"
+	"github.com/homelock/homelock/msg"
+	"github.com/homelock/homelock/transport"
+)
+
+func init() {
+	testhooks.SetTransport = func(cfg any, f testhooks.NewTransport) { cfg.(*Config).newTransport = f }
+	testhooks.SetProtocolVersion = func(cfg any, v uint32) { cfg.(*Config).version = v }
+}
+
+// Node is one member of a homelock cluster, embedded in a process of the
+// replicated store. Its methods are safe for concurrent use.
+type Node struct {
+	cfg   Config
+	log   *slog.Logger
+	clock Clock
+	ring  *fence.KeyRing
+	store *localstore.Store
+	tr    transport.Transport
+	ml    *transport.Membership
+	self  msg.Member
+	inc   uint64
+
+	// mu serialises every step of the core (the state machines are not safe
+	// for concurrent use) and the driver state below.
+	mu      sync.Mutex
+	core    *core.Node
+	closing bool  // Close began: no new lockers
+	closed  bool  // no more steps
+	failed  error // the store failed: the node stopped stepping
+	locker  uint64
+	waiters map[uint64]*waiter
+	// active maps each key this node was admitted on to its admitted
+	// handle (nil between critical sections): the holder admits one locker
+	// per key at a time, so events find their handle by key. Entries stay
+	// while the delegation may be held, so the fast path neither inserts
+	// nor deletes, and Close can relinquish every delegation (the holder
+	// machine does not list them); maintain prunes the rest.
+	active map[string]*Handle
+	armed  time.Time
+	// epochCh is closed and replaced whenever an epoch is learned.
+	epochCh chan struct{}
+	// lockable: this node is a member of the current epoch and every member
+	// runs our protocol version (capability negotiation).
+	lockable   bool
+	unlockable string // why not, for errors and Status
+	lastWall   time.Time
+	lastBoot   time.Time
+	member     memberState
+
+	local        localLocks
+	fencedWrites atomic.Uint64
+	clockJumps   atomic.Uint64
+
+	kick       chan struct{}
+	stop       chan struct{}
+	wg         sync.WaitGroup // the timer goroutine
+	hooks      sync.WaitGroup // store hook goroutines
+	hookCtx    context.Context
+	hookCancel context.CancelFunc
+	closeOnce  sync.Once
+	closeErr   error
+}
+
+// waiter is a Lock call waiting for its Admitted or Failed event.
+type waiter struct {
+	key  string
+	done chan struct{}
+	h    *Handle
+	err  error
+}
+
+// Open starts a node: it validates cfg, opens the store, bumps the
+// incarnation (before anything is sent), starts the transport and memberlist,
+// and restores the protocol state. A node with no epoch on disk bootstraps
+// (cfg.Bootstrap) or joins (cfg.Join), and Open returns once it is a member of
+// an agreed epoch; a restarted node returns at once and catches up in the
+// background. ctx bounds the start, not the node's life.
+func Open(ctx context.Context, cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		clock:   cfg.Clock,
+		ring:    cfg.KeyRing,
+		waiters: make(map[uint64]*waiter),
+		active:  make(map[string]*Handle),
+		epochCh: make(chan struct{}),
+		kick:    make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+	}
+	n.local.m = make(map[string]*localLock)
+	n.member.init()
+	if n.log == nil {
+		n.log = slog.New(slog.DiscardHandler)
+	}
+	if n.clock == nil {
+		n.clock = NewBootClock()
+	}
+	if cfg.KeyRingFile != "" {
+		r, err := fence.LoadKeyRing(cfg.KeyRingFile)
+		if err != nil {
+			return nil, fmt.Errorf("homelock: key ring: %w", err)
+		}
+		n.ring = r
+	}
+	n.hookCtx, n.hookCancel = context.WithCancel(context.Background())
+	ok := false
+	defer func() {
+		if !ok {
+			n.shutdown()
+		}
+	}()
+
+	st, err := localstore.Open(cfg.DataDir, localstore.Options{
+		FS: cfg.FS, NodeID: msg.NodeID(cfg.NodeID), ClusterID: cfg.ClusterID, Logger: n.log.With("component", "store"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("homelock: open store: %w", err)
+	}
+	n.store = st
+	// Tokens and request IDs begin with the incarnation: it is bumped and
+	// synced before this node sends anything, so no restart reuses one.
+	if n.inc, err = st.BumpIncarnation(); err != nil {
+		return nil, fmt.Errorf("homelock: bump incarnation: %w", err)
+	}
+	es, err := st.LoadEpochState()
+	if err != nil {
+		return nil, fmt.Errorf("homelock: load epoch state: %w", err)
+	}
+	marker := false
+	if es.Learned != nil {
+		if marker, err = st.GatePassed(es.Learned.Epoch.Number); err != nil {
+			return nil, fmt.Errorf("homelock: load gate marker: %w", err)
+		}
+	} else if !cfg.Bootstrap && len(cfg.Join) == 0 {
+		return nil, fmt.Errorf("%w: data directory %q holds no epoch: set Bootstrap (a new cluster) or Join (an existing one)", ErrInvalidConfig, cfg.DataDir)
+	}
+
+	n.self = msg.Member{ID: msg.NodeID(cfg.NodeID), Store: st.Identity().StoreID, Addr: cfg.AdvertiseAddr, Version: cfg.protocolVersion()}
+	if err := n.startTransport(); err != nil {
+		return nil, err
+	}
+	if err := n.startMembership(); err != nil {
+		return nil, err
+	}
+
+	now := n.clock.Now()
+	n.mu.Lock()
+	n.core = core.New(n.coreConfig(), now, es, marker)
+	n.lastBoot, n.lastWall = now, n.clock.Wall()
+	n.noteEpoch()
+	n.apply(now, n.core.Tick(now))
+	n.mu.Unlock()
+	n.log.Info("homelock node started", "node", cfg.NodeID, "store", n.self.Store, "incarnation", n.inc,
+		"grpc", n.self.Addr, "gossip", n.ml.Addr(), "epoch", learnedNumber(es.Learned))
+
+	n.wg.Add(1)
+	go n.run()
+
+	switch {
+	case es.Learned != nil:
+		// A restart: the epoch machine renews, the home reclaims, and a node
+		// that finds itself removed joins again (noteEpoch).
+	case cfg.Bootstrap:
+		if err := n.bootstrap(ctx); err != nil {
+			return nil, err
+		}
+	default:
+		if err := n.joinAndWait(ctx); err != nil {
+			return nil, err
+		}
+	}
+	ok = true
+	return n, nil
+}
+
+func learnedNumber(l *epoch.Learned) any {
+	if l == nil {
+		return "none"
+	}
+	return l.Epoch.Number
+}
+
+func (n *Node) coreConfig() core.Config {
+	c := n.cfg
+	cc := core.Config{
+		Self: n.self,
+		Inc:  n.inc,
+		Epoch: epoch.Config{
+			EpochLease:     c.EpochLease,
+			MaxDrift:       c.MaxDrift,
+			RetryInterval:  c.RetryInterval,
+			PromiseTimeout: c.EpochLease / 3,
+			Rand:           rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+		},
+		Home: home.Config{
+			EpochLease:      c.EpochLease,
+			Skew:            c.Skew,
+			MaxLease:        c.MaxLease,
+			MinUseful:       c.MinUseful,
+			RetryInterval:   c.RetryInterval,
+			MaxDelegations:  c.MaxDelegations,
+			MaxPerRequester: c.MaxPerRequester,
+			MaxWaiters:      c.MaxWaiters,
+		},
+		Holder: delegation.Config{
+			MaxDrift:      c.MaxDrift,
+			MinUseful:     c.MinUseful,
+			RetryInterval: c.RetryInterval,
+			Lease:         c.MaxLease,
+		},
+	}
+	if n.ring != nil {
+		cc.Home.Sign = n.signGrant
+	}
+	return cc
+}
+
+// signGrant is the home's signer: the lockGrant.v1 a holder presents to a
+// fence.Guard, bound to the key, the holder's node ID and this lock domain.
+func (n *Node) signGrant(g home.GrantInfo) []byte {
+	b, err := n.ring.Sign(fence.Grant{
+		Resource:    g.Key,
+		Owner:       string(g.Holder.ID),
+		RequestID:   strconv.FormatUint(g.Req.Inc, 10) + "." + strconv.FormatUint(g.Req.Seq, 10),
+		Lease:       g.Token.String(),
+		Token:       g.Token,
+		IssuerEpoch: g.Epoch,
+		Domain:      n.cfg.ClusterID,
+		TTL:         g.Lease,
+		Operation:   n.cfg.GrantOperation,
+		Scope:       fence.ScopeCluster,
+	})
+	if err != nil {
+		n.log.Warn("cannot sign grant", "key", g.Key, "token", g.Token, "err", err)
+		return nil
+	}
+	return b
+}
+
+func (n *Node) startTransport() error {
+	if n.cfg.newTransport != nil {
+		if n.self.Addr == "" {
+			n.self.Addr = "mem:" + string(n.self.ID)
+		}
+		tr, err := n.cfg.newTransport(n.self, n.receive)
+		if err != nil {
+			return fmt.Errorf("homelock: transport: %w", err)
+		}
+		n.tr = tr
+		return nil
+	}
+	g, err := transport.NewGRPC(transport.Config{
+		NodeID: n.self.ID, ListenAddr: n.cfg.GRPCAddr, TLS: n.cfg.TLS, Logger: n.log.With("component", "transport"),
+	}, n.receive)
+	if err != nil {
+		return fmt.Errorf("homelock: start gRPC transport on %s: %w", n.cfg.GRPCAddr, err)
+	}
+	n.tr = g
+	if n.self.Addr == "" {
+		n.self.Addr = g.Addr()
+	}
+	return nil
+}
+
+func (n *Node) startMembership() error {
+	host, port, err := splitPort(n.cfg.GossipAddr)
+	if err != nil {
+		return fmt.Errorf("%w: GossipAddr: %v", ErrInvalidConfig, err)
+	}
+	mc := transport.MembershipConfig{
+		Meta:      transport.Meta{NodeID: n.self.ID, StoreID: n.self.Store, GRPCAddr: n.self.Addr, Version: n.self.Version},
+		BindAddr:  host,
+		BindPort:  port,
+		SecretKey: n.cfg.GossipKey,
+		Timings:   n.cfg.GossipTimings,
+		Logger:    n.log.With("component", "memberlist"),
+	}
+	if n.cfg.GossipAdvertise != "" {
+		if mc.AdvertiseAddr, mc.AdvertisePort, err = splitPort(n.cfg.GossipAdvertise); err != nil {
+			return fmt.Errorf("%w: GossipAdvertise: %v", ErrInvalidConfig, err)
+		}
+	}
+	ml, err := transport.NewMembership(mc)
+	if err != nil {
+		return fmt.Errorf("homelock: start memberlist on %s: %w", n.cfg.GossipAddr, err)
+	}
+	n.ml = ml
+	if len(n.cfg.Join) > 0 {
+		// Seeds that are not up yet are retried by the driver; a restarted
+		// node need not wait for them.
+		if _, err := ml.Join(n.cfg.Join); err != nil {
+			n.log.Info("gossip seeds not reachable yet", "seeds", n.cfg.Join, "err", err)
+		}
+	}
+	return nil
+}
+
+func splitPort(addr string) (string, int, error) {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("bad port %q in %q", p, addr)
+	}
+	return h, port, nil
+}
+
+// Close stops the node. It stops admitting, drains and releases the
+// delegations this node holds so their homes can grant them at once (waiting,
+// bounded by ctx, for admitted critical sections to Unlock and for the store's
+// barrier hook), then stops the timer, memberlist, the transport and the
+// store. Lockers still waiting get ErrClosed; handles still held are revoked.
+// Close does not leave the epoch (see Leave): the keys this node is home for
+// move only when failure detection agrees it is down, or come back with it
+// after a restart. No goroutine started by the node outlives Close, unless a
+// store hook ignores its cancelled context. Close is idempotent.
+func (n *Node) Close(ctx context.Context) error {
+	n.closeOnce.Do(func() { n.closeErr = n.close(ctx) })
+	return n.closeErr
+}
+
+func (n *Node) close(ctx context.Context) error {
+	n.mu.Lock()
+	n.closing = true
+	now := n.clock.Now()
+	for id, w := range n.waiters {
+		delete(n.waiters, id)
+		w.err = fmt.Errorf("%w: key %q: node is closing", ErrClosed, w.key)
+		close(w.done)
+		if n.usable() {
+			n.apply(now, n.core.Cancel(now, w.key, id))
+		}
+	}
+	if n.usable() {
+		for key := range n.active {
+			n.apply(now, n.core.Relinquish(now, key))
+		}
+	}
+	n.mu.Unlock()
+
+	var err error
+	if werr := n.waitDrained(ctx); werr != nil {
+		err = fmt.Errorf("homelock: close: delegations not all released: %w", werr)
+	}
+	if n.ml != nil {
+		// A graceful memberlist leave lets peers count the DownAfter from now
+		// rather than from their next failed probe.
+		lctx, cancel := context.WithTimeout(ctx, 3*n.cfg.RetryInterval)
+		_ = n.ml.Leave(lctx)
+		cancel()
+	}
+	return errors.Join(err, n.shutdown())
+}
+
+// waitDrained waits until this node holds no delegation (the releases were
+// sent) or ctx ends.
+func (n *Node) waitDrained(ctx context.Context) error {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		n.mu.Lock()
+		held := 0
+		if n.usable() {
+			_, ds := n.core.Stats()
+			held = ds.Held
+		}
+		n.mu.Unlock()
+		if held == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d still held: %w", held, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// shutdown stops everything that was started, in the reverse order, and
+// revokes what is left. It is safe on a partly opened node.
+func (n *Node) shutdown() error {
+	n.mu.Lock()
+	n.closing, n.closed = true, true
+	for id, w := range n.waiters {
+		delete(n.waiters, id)
+		w.err = fmt.Errorf("%w: key %q", ErrClosed, w.key)
+		close(w.done)
+	}
+	for key, h := range n.active {
+		delete(n.active, key)
+		if h != nil {
+			h.end(stateLost)
+		}
+	}
+	n.mu.Unlock()
+
+	close(n.stop)
+	n.wg.Wait()
+	n.hookCancel()
+	var errs []error
+	if n.ml != nil {
+		errs = append(errs, n.ml.Close())
+	}
+	if n.tr != nil {
+		errs = append(errs, n.tr.Close())
+	}
+	// Hooks were cancelled; their completions find the node closed.
+	n.hooks.Wait()
+	if n.store != nil {
+		errs = append(errs, n.store.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// usable reports whether the core may be stepped (mu held).
+func (n *Node) usable() bool { return n.core != nil && !n.closed && n.failed == nil }
+
+// admissible is the error for a new locker, or nil (mu held).
+func (n *Node) admissible(key string) error {
+	switch {
+	case n.failed != nil:
+		return fmt.Errorf("%w: key %q: store failed: %v", ErrClosed, key, n.failed)
+	case n.closing || n.core == nil:
+		return fmt.Errorf("%w: key %q", ErrClosed, key)
+	}
+	return nil
+}
+
+// Incarnation is this start's incarnation (bumped on every Open).
+func (n *Node) Incarnation() uint64 { return n.inc }
+
+// ID is this node's ID.
+func (n *Node) ID() string { return n.cfg.NodeID }
+
+// GRPCAddr is where this node's transport listens (as advertised).
+func (n *Node) GRPCAddr() string { return n.self.Addr }
+
+// GossipAddr is this node's memberlist address, for other nodes' Join.
+func (n *Node) GossipAddr() string { return n.ml.Addr() }
+
+// Store is the node's Pebble store; an embedding store shares its DB with a
+// fence.Guard under GuardPrefix (see localstore.Store.DB).
+func (n *Node) Store() *localstore.Store { return n.store }
+
+// KeyRing is the key ring that signs this node's grants (nil: unsigned), for
+// building a fence.Guard that verifies them.
+func (n *Node) KeyRing() *fence.KeyRing { return n.ring }

@@ -1,0 +1,153 @@
+package homelock
+
+import (
+	"slices"
+	"time"
+
+	"github.com/homelock/homelock/msg"
+	"github.com/homelock/homelock/transport"
+)
+
+// Stats is a snapshot of a node's counters (cumulative since Open) and
+// gauges (now).
+type Stats struct {
+	// Holder side (this node as a locker).
+	Held       int    // delegations this node holds now
+	Pending    int    // keys with an Acquire outstanding now
+	Deferred   int    // local lockers queued now
+	Admissions uint64 // critical sections admitted
+	LocalFast  uint64 // of which with zero messages (the fast path)
+	Releases   uint64 // delegations released to their homes
+	Expired    uint64 // delegations that ran out here
+	Unused     uint64 // grants given back unused (late, recalled, withdrawn)
+
+	// Home side (this node as an arbiter).
+	Live         int    // live delegations granted by this node now
+	Waiting      int    // requests queued at this node now
+	Grants       uint64 // delegations granted
+	Recalls      uint64 // recalls sent
+	ExpiredHolds uint64 // delegations freed by waiting their lease out
+	Handoffs     uint64 // keys handed to a new home
+	Refused      uint64 // requests refused (caps, not a member, version)
+
+	// FencedWrites counts writes the embedding store refused by the fence
+	// (CountFencedWrite).
+	FencedWrites uint64
+	// ClockJumps counts wall-clock jumps that dropped held delegations.
+	ClockJumps uint64
+
+	// Messages and bytes on the wire, in total and per message kind.
+	Sent, Received transport.Counts
+	ByKind         map[string]transport.KindStats
+	Dropped        uint64 // full peer queues
+	Lost           uint64 // failed streams
+}
+
+// Stats returns the node's counters; it is cheap enough to scrape often.
+func (n *Node) Stats() Stats {
+	var s Stats
+	n.mu.Lock()
+	if n.core != nil {
+		hs, ds := n.core.Stats()
+		s.Held, s.Pending, s.Deferred = ds.Held, ds.Pending, ds.Deferred
+		s.Admissions, s.LocalFast, s.Releases, s.Expired, s.Unused = ds.Admissions, ds.LocalFast, ds.Releases, ds.Expired, ds.Unused
+		s.Live, s.Waiting = hs.Live, hs.Waiting
+		s.Grants, s.Recalls, s.ExpiredHolds, s.Handoffs, s.Refused = hs.Grants, hs.Recalls, hs.ExpiredHolds, hs.Handoffs, hs.Refused
+	}
+	n.mu.Unlock()
+	s.FencedWrites = n.fencedWrites.Load()
+	s.ClockJumps = n.clockJumps.Load()
+	if n.tr != nil {
+		ts := n.tr.Stats()
+		s.Sent, s.Received, s.Dropped, s.Lost = ts.Sent, ts.Received, ts.Dropped, ts.Lost
+		s.ByKind = make(map[string]transport.KindStats, len(ts.ByKind))
+		for k, v := range ts.ByKind {
+			s.ByKind[k.String()] = v
+		}
+	}
+	return s
+}
+
+// Status is what an operator asks a node: the epoch, its members, and
+// whether cluster locks can be had.
+type Status struct {
+	NodeID          string
+	StoreID         uint64
+	Incarnation     uint64
+	ProtocolVersion uint32
+	// Epoch is the learned epoch number (0: none agreed yet).
+	Epoch uint64
+	// Members are the epoch's members, with what gossip says of each.
+	Members []MemberStatus
+	// LiveFor is how much epoch liveness this node holds (it grants only
+	// while it holds some).
+	LiveFor time.Duration
+	// Available: this node is a member, every member runs its protocol
+	// version, and it holds liveness. Reason says why not.
+	Available bool
+	Reason    string
+}
+
+// MemberStatus is one member of the epoch.
+type MemberStatus struct {
+	ID      string
+	StoreID uint64
+	Addr    string // gRPC
+	Version uint32
+	// Liveness is memberlist's view: alive, suspect, dead, or unknown.
+	Liveness string
+	Self     bool
+}
+
+// Status reports the node's view of the cluster.
+func (n *Node) Status() Status {
+	st := Status{NodeID: n.cfg.NodeID, StoreID: n.self.Store, Incarnation: n.inc, ProtocolVersion: n.self.Version}
+	live := make(map[msg.Member]string)
+	if n.ml != nil {
+		for _, p := range n.ml.Members() {
+			live[msg.Member{ID: p.Meta.NodeID, Store: p.Meta.StoreID}] = p.State.String()
+		}
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.core == nil {
+		st.Reason = "not started"
+		return st
+	}
+	l, ok := n.core.Current()
+	if ok {
+		st.Epoch = l.Epoch.Number
+		for _, m := range l.Epoch.Members {
+			lv := live[memberKey(m)]
+			if lv == "" {
+				lv = "unknown"
+			}
+			st.Members = append(st.Members, MemberStatus{ID: string(m.ID), StoreID: m.Store, Addr: m.Addr,
+				Version: m.Version, Liveness: lv, Self: m.Same(n.self)})
+		}
+	}
+	now := n.clock.Now()
+	st.LiveFor = max(n.core.LiveUntil().Sub(now), 0)
+	switch {
+	case n.failed != nil:
+		st.Reason = "store failed: " + n.failed.Error()
+	case n.closing:
+		st.Reason = "closed"
+	case !n.lockable:
+		st.Reason = n.unlockable
+	case st.LiveFor == 0:
+		st.Reason = "no epoch liveness (a majority has not answered a renewal round)"
+	default:
+		st.Available = true
+	}
+	slices.SortFunc(st.Members, func(a, b MemberStatus) int {
+		if a.ID < b.ID {
+			return -1
+		}
+		if a.ID > b.ID {
+			return 1
+		}
+		return 0
+	})
+	return st
+}
