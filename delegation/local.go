@@ -49,6 +49,22 @@ func (m *Machine) Unlock(now time.Time, key string, locker uint64) bool {
 	return false
 }
 
+// TryUnlock is Unlock's fast path, which needs no clock: it ends locker's
+// critical section and reports true when nothing else is left to do (no
+// local locker waits and the delegation is not draining). Otherwise it
+// changes nothing and the caller uses Unlock with the current time.
+func (m *Machine) TryUnlock(key string, locker uint64) bool {
+	ks := m.keys[key]
+	if ks == nil || ks.active == nil || ks.active.locker != locker {
+		return true
+	}
+	if len(ks.queue) > 0 || ks.left == 0 {
+		return false
+	}
+	ks.active = nil
+	return true
+}
+
 // Cancel withdraws a queued locker (its context ended); no event follows.
 func (m *Machine) Cancel(now time.Time, key string, locker uint64) {
 	ks := m.keys[key]

@@ -66,8 +66,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 
+	// The bar goes to stderr, so --json still prints one object on stdout.
 	var bar *progressbar.ProgressBar
-	if !*asJSON {
+	{
 		bar = progressbar.NewOptions(*seeds, progressbar.OptionSetWriter(stderr), progressbar.OptionShowCount(),
 			progressbar.OptionSetDescription("seeds"), progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionShowIts())
 	}

@@ -216,6 +216,9 @@ func (n *Node) Unlock(now time.Time, key string, locker uint64) (Ready, bool) {
 	return n.flush(now), true
 }
 
+// TryUnlock is the clock-free fast path of Unlock (see delegation).
+func (n *Node) TryUnlock(key string, locker uint64) bool { return n.holder.TryUnlock(key, locker) }
+
 // Cancel withdraws a queued locker.
 func (n *Node) Cancel(now time.Time, key string, locker uint64) Ready {
 	n.holder.Cancel(now, key, locker)
