@@ -40,6 +40,7 @@ func (m *Machine) Grant(now time.Time, env msg.Envelope, g msg.Grant) {
 	}
 	ks.phase = held
 	ks.req = msg.RequestID{}
+	ks.attempts.drop()
 	ks.token, ks.issuer, ks.issuerInc = g.Token, env.From, env.FromInc
 	ks.expires, ks.lease = expires, g.Lease
 	ks.inherited, ks.signed = g.Barrier, g.Signed
@@ -147,6 +148,7 @@ func (m *Machine) RenewReply(now time.Time, r msg.RenewReply) {
 		ks.expires = e
 		ks.lease = r.Lease
 		ks.renewAt = time.Time{}
+		ks.renews.drop()
 		if ks.active != nil {
 			m.event(Event{Kind: Extended, Key: r.Key, Locker: ks.active.locker, Token: ks.token, Expires: ks.handleEnd()})
 		}
