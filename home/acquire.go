@@ -131,6 +131,9 @@ func (m *Machine) dropStaleWaiters(now time.Time, ke *entry) {
 	}
 	clear(ke.waiters[len(kept):])
 	ke.waiters = kept
+	if len(kept) == 0 {
+		ke.waiters = nil
+	}
 }
 
 // tryGrant grants the key to its oldest waiter if the gate, liveness and caps
@@ -151,12 +154,12 @@ func (m *Machine) tryGrant(now time.Time, key string, ke *entry) msg.WaitReason 
 	}
 	w := ke.waiters[i]
 	if m.atCap(w.from.ID) {
-		ke.waiters = append(ke.waiters[:i], ke.waiters[i+1:]...)
+		ke.removeWaiter(i)
 		m.stats.Refused++
 		m.send(w.from.ID, msg.Refused{Key: key, Req: w.req, Reason: msg.RefusedTooManyDelegations})
 		return 0
 	}
-	ke.waiters = append(ke.waiters[:i], ke.waiters[i+1:]...)
+	ke.removeWaiter(i)
 	m.grant(now, key, ke, w)
 	return msg.WaitHolder
 }
@@ -230,7 +233,7 @@ func (m *Machine) Withdraw(now time.Time, env msg.Envelope, w msg.Withdraw) {
 	}
 	for i, q := range ke.waiters {
 		if q.from.ID == env.From.ID && q.req == w.Req {
-			ke.waiters = append(ke.waiters[:i], ke.waiters[i+1:]...)
+			ke.removeWaiter(i)
 			break
 		}
 	}

@@ -63,6 +63,17 @@ type pendingQuery struct {
 	answered time.Time
 }
 
+// removeWaiter drops waiter i, letting go of it (a queue that empties keeps
+// no backing array, which would otherwise pin the last waiter of every key).
+func (ke *entry) removeWaiter(i int) {
+	n := copy(ke.waiters[i:], ke.waiters[i+1:])
+	ke.waiters[i+n] = nil
+	ke.waiters = ke.waiters[:i+n]
+	if len(ke.waiters) == 0 {
+		ke.waiters = nil
+	}
+}
+
 // idleKeep is how long a free entry keeps its barrier for a later holder.
 func (m *Machine) idleKeep() time.Duration { return 10 * m.cfg.MaxLease }
 
