@@ -96,7 +96,7 @@ func (n *Node) deliver(now time.Time, e delegation.Event) {
 		}
 	case delegation.Revoked:
 		if h := n.active[e.Key]; h != nil && h.locker == e.Locker {
-			n.active[e.Key] = nil
+			delete(n.active, e.Key)
 			h.end(stateLost)
 			n.log.Debug("lease lost", "key", e.Key, "token", e.Token, "detail", e.Detail)
 		}

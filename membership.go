@@ -74,18 +74,6 @@ func (n *Node) maintain(now time.Time) {
 	n.member.nextScan = now.Add(n.cfg.RetryInterval)
 	n.retryJoin(now)
 	n.detectDown(now)
-	n.pruneActive()
-}
-
-// pruneActive forgets keys with no admitted handle whose delegation is gone.
-func (n *Node) pruneActive() {
-	for key, h := range n.active {
-		if h == nil {
-			if _, _, _, held := n.core.Holder().Holding(key); !held {
-				delete(n.active, key)
-			}
-		}
-	}
 }
 
 // joinEvery paces Join retries: one agreement round trip and then some.

@@ -50,12 +50,11 @@ type Node struct {
 	failed  error // the store failed: the node stopped stepping
 	locker  uint64
 	waiters map[uint64]*waiter
-	// active maps each key this node was admitted on to its admitted
-	// handle (nil between critical sections): the holder admits one locker
-	// per key at a time, so events find their handle by key. Entries stay
-	// while the delegation may be held, so the fast path neither inserts
-	// nor deletes, and Close can relinquish every delegation (the holder
-	// machine does not list them); maintain prunes the rest.
+	// active maps each key with an admitted critical section to its
+	// handle: the holder admits one locker per key at a time, so events find
+	// their handle by key. Unlock deletes the entry; nothing scans the map
+	// (a periodic scan under mu stalled every lock once a node held a
+	// million idle delegations).
 	active map[string]*Handle
 	armed  time.Time
 	// epochCh is closed and replaced whenever an epoch is learned.
@@ -358,7 +357,7 @@ func (n *Node) close(ctx context.Context) error {
 		}
 	}
 	if n.usable() {
-		for key := range n.active {
+		for _, key := range n.core.Holder().HeldKeys() {
 			n.apply(now, n.core.Relinquish(now, key))
 		}
 	}

@@ -217,6 +217,17 @@ func (m *Machine) Holding(key string) (tok fence.Token, expires time.Time, activ
 	return ks.token, ks.expires, ks.active != nil, true
 }
 
+// HeldKeys lists, in order, the keys whose delegation this node holds.
+func (m *Machine) HeldKeys() []string {
+	var keys []string
+	for _, key := range deadline.SortedKeys(m.keys) {
+		if m.keys[key].phase == held {
+			keys = append(keys, key)
+		}
+	}
+	return keys
+}
+
 // ClockJump drops every delegation this node holds at once: its clock can no
 // longer be trusted to expire them before their homes do (H9).
 func (m *Machine) ClockJump(now time.Time) {

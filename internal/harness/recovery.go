@@ -63,19 +63,19 @@ func (c *cluster) reclaim(ctx context.Context, r *Report) error {
 	return nil
 }
 
-// rehome stops a node (Close, without Leave) and measures until a key it
-// was home for is granted by its new home.
+// rehome kills a node (Close with a context already cancelled: no drain, no
+// release, no handoff) and measures until a key it was home for is granted
+// by its new home. Nothing held the key, so the grant must come from the new
+// home, after failure detection, DownAfter, agreement and the key's
+// activation gate (no Drained can come from a dead home).
 func (c *cluster) rehome(ctx context.Context, r *Report) error {
 	victim := len(c.nodes) - 1
 	next := 0
 	key := c.keyHomedAt(c.ring(0), c.nodes[victim].ID(), false, "rehome", &next)
-	if _, err := c.lockUntil(ctx, 0, key); err != nil {
-		return err
-	}
+	killed, cancel := context.WithCancel(ctx)
+	cancel()
 	start := time.Now()
-	if err := c.nodes[victim].Close(ctx); err != nil {
-		return err
-	}
+	_ = c.nodes[victim].Close(killed)
 	c.nodes[victim] = nil
 	at, err := c.lockUntil(ctx, 0, key)
 	if err != nil {

@@ -113,7 +113,7 @@ func (r *Report) targets() []target {
 		{"messages per acquisition", "msgs", r.MsgsPerAcquisition, "", nil},
 		{"feature-off ratio", "", r.FeatureOffRatio, "≥ 0.98", ge(0.98)},
 		{"reclaim after home restart", "ms", r.ReclaimMs, "≤ 10", le(10)},
-		{"rehome after node stop", "ms", r.RehomeMs, fmt.Sprintf("≤ %.0f", r.RehomeBoundMs), le(r.RehomeBoundMs)},
+		{"rehome after node kill", "ms", r.RehomeMs, fmt.Sprintf("≤ %.0f", r.RehomeBoundMs), le(r.RehomeBoundMs)},
 		{"heap per idle delegation", "B", r.BytesPerIdleDelegation, "≤ 256", le(256)},
 	}
 }

@@ -90,7 +90,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return err
 		}},
 		{"reclaim after a home restart", func() error { return c.reclaim(ctx, r) }},
-		{"rehome after a node stops", func() error { return c.rehome(ctx, r) }},
+		{"rehome after a node is killed", func() error { return c.rehome(ctx, r) }},
 	}
 	for _, s := range steps {
 		progress(s.name)
