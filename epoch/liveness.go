@@ -24,10 +24,17 @@ type liveness struct {
 	until     time.Time
 	nextRound time.Time
 	// kick: a round is due at the next Tick (after New or ClockJump).
-	kick  bool
-	r     *round
+	kick bool
+	r    *round
+	// prev are the rounds r replaced, newest last, still counted: each
+	// separately (H7), so answers that take longer than EpochLease/3 to
+	// come back (a loaded home) still grant liveness from their own round.
+	prev  []*round
 	oldOK []msg.NodeID // only under testMixRounds
 }
+
+// openRounds bounds the rounds counted at once (r and prev).
+const openRounds = 4
 
 // round is one renewal round. Resends keep the nonce and the original sentAt.
 type round struct {
@@ -42,6 +49,7 @@ type round struct {
 func (l *liveness) reset() {
 	l.until = time.Time{}
 	l.r = nil
+	l.prev = nil
 	l.oldOK = nil
 	l.nextRound = time.Time{}
 	l.kick = false
@@ -93,6 +101,12 @@ func (m *Machine) startRound(now time.Time) {
 	if testMixRounds && l.r != nil {
 		l.oldOK = append(l.oldOK, l.r.ok...)
 	}
+	if l.r != nil {
+		l.prev = append(l.prev, l.r)
+		if len(l.prev) > openRounds-1 {
+			l.prev = append(l.prev[:0], l.prev[len(l.prev)-(openRounds-1):]...)
+		}
+	}
 	l.r = nil
 	if !m.selfMember() {
 		l.nextRound = time.Time{} // H14: non-members hold no liveness
@@ -114,7 +128,7 @@ func (m *Machine) startRound(now time.Time) {
 			m.send(mb.ID, msg.Renewal{Nonce: r.nonce})
 		}
 	}
-	m.maybeGrant()
+	m.maybeGrant(r)
 }
 
 func (m *Machine) tickLiveness(now time.Time) {
@@ -140,9 +154,9 @@ func (m *Machine) tickLiveness(now time.Time) {
 }
 
 func (m *Machine) onRenewalAnswer(now time.Time, env msg.Envelope, a msg.RenewalAnswer) {
-	r := m.live.r
 	// H7: an answer counts only for the round it names.
-	if r == nil || a.Nonce != r.nonce || m.learned.Epoch.Number != r.epoch {
+	r := m.live.round(a.Nonce)
+	if r == nil || m.learned.Epoch.Number != r.epoch {
 		return
 	}
 	if !m.isMember(m.learned.Epoch, env.From) || slices.Contains(r.answered, env.From.ID) {
@@ -155,7 +169,7 @@ func (m *Machine) onRenewalAnswer(now time.Time, env msg.Envelope, a msg.Renewal
 		}
 		r.answered = append(r.answered, env.From.ID)
 		r.ok = append(r.ok, env.From.ID)
-		m.maybeGrant()
+		m.maybeGrant(r)
 	case msg.RenewalPromisedHigher:
 		r.answered = append(r.answered, env.From.ID)
 		if a.Promised == r.epoch+1 {
@@ -170,8 +184,20 @@ func (m *Machine) onRenewalAnswer(now time.Time, env msg.Envelope, a msg.Renewal
 }
 
 // maybeGrant extends liveness once a majority answered ok to this round.
-func (m *Machine) maybeGrant() {
-	r := m.live.r
+// round returns the open round with this nonce.
+func (l *liveness) round(nonce uint64) *round {
+	if l.r != nil && l.r.nonce == nonce {
+		return l.r
+	}
+	for _, r := range l.prev {
+		if r.nonce == nonce {
+			return r
+		}
+	}
+	return nil
+}
+
+func (m *Machine) maybeGrant(r *round) {
 	n := len(r.ok)
 	if testMixRounds {
 		all := slices.Clone(m.live.oldOK)

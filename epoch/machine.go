@@ -248,6 +248,7 @@ func (m *Machine) LiveUntil() time.Time { return m.live.until }
 func (m *Machine) ClockJump() {
 	m.live.until = time.Time{}
 	m.live.r = nil
+	m.live.prev = nil
 	if m.learned != nil {
 		m.live.kick = true
 	}
