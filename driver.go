@@ -222,8 +222,9 @@ func (n *Node) tick() time.Duration {
 	if !n.usable() {
 		return maxSleep
 	}
+	wallBefore := n.clock.Wall()
 	now := n.clock.Now()
-	n.checkJump(now)
+	n.checkJump(wallBefore, now)
 	if d := n.core.NextDeadline(); !d.IsZero() && !now.Before(d) {
 		n.apply(now, n.core.Tick(now))
 	}
@@ -243,14 +244,19 @@ func (n *Node) tick() time.Duration {
 // last tick: if wall time ran ahead by more than Skew, the lease clock
 // cannot be trusted to have expired what it should (a suspend it missed,
 // H9), so the node drops the delegations it holds and its liveness.
-func (n *Node) checkJump(now time.Time) {
-	wall := n.clock.Wall()
+// checkJump compares wall-clock progress with the lease clock's since the
+// last check. The two clocks cannot be read at one instant, so the readings
+// bracket the lease clock's: the wall before this lease reading, against the
+// wall after the last one. Measured wall progress then never exceeds the
+// true one, and a goroutine descheduled between reads (a loaded machine)
+// cannot pass for a jump; a real jump above Skew still shows.
+func (n *Node) checkJump(wallBefore, now time.Time) {
+	defer func() { n.lastWall, n.lastBoot = n.clock.Wall(), now }()
 	if !n.lastWall.IsZero() {
-		if ahead := wall.Sub(n.lastWall) - now.Sub(n.lastBoot); ahead > n.cfg.Skew {
+		if ahead := wallBefore.Sub(n.lastWall) - now.Sub(n.lastBoot); ahead > n.cfg.Skew {
 			n.clockJumps.Add(1)
 			n.log.Warn("wall clock jumped ahead of the lease clock; dropping held delegations", "ahead", ahead)
 			n.apply(now, n.core.ClockJump(now))
 		}
 	}
-	n.lastWall, n.lastBoot = wall, now
 }
