@@ -333,3 +333,20 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// dump logs every open node's view (epoch, liveness, availability) and its
+// message counters, so that a failure explains itself.
+func (c *rcluster) dump() {
+	c.t.Helper()
+	c.mu.Lock()
+	nodes := append([]*rnode(nil), c.nodes...)
+	c.mu.Unlock()
+	for _, r := range nodes {
+		if r.node == nil {
+			continue
+		}
+		st, s := r.node.Status(), r.node.Stats()
+		c.t.Logf("%s: epoch %d, %d members, live for %v, available %v (%s); held %d pending %d live %d waiting %d; dropped %d lost %d; by kind %v",
+			r.ID(), st.Epoch, len(st.Members), st.LiveFor, st.Available, st.Reason, s.Held, s.Pending, s.Live, s.Waiting, s.Dropped, s.Lost, s.ByKind)
+	}
+}
