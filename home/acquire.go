@@ -46,7 +46,13 @@ func (m *Machine) Acquire(now time.Time, env msg.Envelope, a msg.Acquire) {
 	}
 	w.lastHeard = now
 	if reason := m.serve(now, a.Key, ke); reason != 0 && m.stillWaiting(ke, env.From, a.Req) {
-		m.send(env.From.ID, msg.Wait{Key: a.Key, Req: a.Req, Attempt: a.Attempt, Reason: reason})
+		// Wait only tells the requester why it waits: say it when that is
+		// news, and now and then, not to every retry (a hot key's home
+		// would spend half its sends on it).
+		if reason != w.told || a.Attempt%waitEvery == 1 {
+			w.told = reason
+			m.send(env.From.ID, msg.Wait{Key: a.Key, Req: a.Req, Attempt: a.Attempt, Reason: reason})
+		}
 	}
 }
 

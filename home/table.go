@@ -55,7 +55,11 @@ type waiter struct {
 	attempt   uint32
 	lease     time.Duration
 	lastHeard time.Time
+	told      msg.WaitReason // the reason last sent in a Wait
 }
+
+// waitEvery: a waiter hears Wait again on every waitEvery-th attempt.
+const waitEvery = 8
 
 type pendingQuery struct {
 	from     msg.NodeID
