@@ -46,10 +46,12 @@ func (n *Node) noteEpoch() {
 		return
 	}
 	switch {
-	case !l.Epoch.Has(n.self):
-		n.unlockable = fmt.Sprintf("this node is not a member of epoch %d", l.Epoch.Number)
+	case n.core.NeedsJoin():
+		// Removed, or restarted with another address or protocol version (a
+		// rolling upgrade): the epoch must carry this node as it is now.
+		n.unlockable = fmt.Sprintf("this node is not a member of epoch %d as it runs now", l.Epoch.Number)
 		if !n.member.leaving && !n.member.wantJoin {
-			n.log.Warn("not a member of the learned epoch; asking to join again", "epoch", l.Epoch.Number)
+			n.log.Warn("not in the learned epoch as it runs now; asking to join again", "epoch", l.Epoch.Number)
 			n.member.wantJoin = true
 			n.member.nextJoin = time.Time{}
 		}
