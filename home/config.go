@@ -67,6 +67,9 @@ type Mutations struct {
 	// WaiveRestartWithoutMarker lets a completed reclaim waive the restart
 	// gate without the current epoch's gate-passed marker (H19).
 	WaiveRestartWithoutMarker bool
+	// AcceptStaleDrained lets a Drained for an earlier epoch transition waive
+	// the current one (H5: a duplicated old Drained after later epochs).
+	AcceptStaleDrained bool
 	// EchoFirstAttempt makes a Grant echo the first attempt of a request
 	// instead of the last one received (H22).
 	EchoFirstAttempt bool

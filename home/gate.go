@@ -162,14 +162,17 @@ func (m *Machine) canVouch(now time.Time, key string, ke *entry, from uint64) (t
 // (H5, H13).
 func (m *Machine) Drained(now time.Time, env msg.Envelope, d msg.Drained) {
 	cur := m.current()
-	if cur == nil || cur.prev == nil || d.To != cur.e.Number || d.From+1 != d.To || d.ReceiverInc != m.cfg.Inc {
+	if cur == nil || cur.prev == nil || d.From+1 != d.To || d.ReceiverInc != m.cfg.Inc {
+		return
+	}
+	if d.To != cur.e.Number && !(m.cfg.Mutations.AcceptStaleDrained && d.To < cur.e.Number) {
 		return
 	}
 	if !m.IsHome(d.Key) {
 		return
 	}
 	prevHome, ok := cur.prev.Home(d.Key)
-	if !ok || prevHome.ID != env.From.ID || prevHome.Store != env.From.Store {
+	if (!ok || prevHome.ID != env.From.ID || prevHome.Store != env.From.Store) && !m.cfg.Mutations.AcceptStaleDrained {
 		return
 	}
 	ke := m.entry(d.Key)
