@@ -53,7 +53,7 @@ func (m *Machine) ReclaimAnswer(now time.Time, env msg.Envelope, a msg.ReclaimAn
 	delete(m.reclaimWait, env.From.ID)
 	for _, h := range a.Held {
 		ke := m.entry(h.Key)
-		if ke.deleg != nil && !h.Token.Less(ke.deleg.token) {
+		if ke.deleg != nil && !ke.deleg.token.Less(h.Token) {
 			continue
 		}
 		if ke.deleg == nil {
