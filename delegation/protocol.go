@@ -205,11 +205,18 @@ func (m *Machine) Reclaim(now time.Time, env msg.Envelope) {
 			continue
 		}
 		switch {
-		case ks.phase == held && ks.issuer.ID == env.From.ID && ks.issuerInc < env.FromInc &&
-			(!m.cfg.Mutations.ReclaimLastIncOnly || ks.issuerInc+1 == env.FromInc):
+		// By the token's incarnation, not the issuer's as last recorded: a
+		// delegation already adopted by this reclaiming incarnation is
+		// reported again, so answers are idempotent. The home may receive a
+		// repeated Reclaim's answer first (reordered) and must not take an
+		// empty one for the truth (seed 5522 of the simulator).
+		case ks.phase == held && ks.issuer.ID == env.From.ID && ks.token.Incarnation < env.FromInc &&
+			(!m.cfg.Mutations.ReclaimLastIncOnly || ks.token.Incarnation+1 == env.FromInc):
 			kept = append(kept, msg.HeldDelegation{Key: key, Token: ks.token, Remaining: ks.expires.Sub(now), Barrier: ks.inherited})
-			ks.issuer, ks.issuerInc = env.From, env.FromInc
-			ks.renewAt = time.Time{}
+			if ks.issuerInc < env.FromInc {
+				ks.issuer, ks.issuerInc = env.From, env.FromInc
+				ks.renewAt = time.Time{}
+			}
 		case ks.phase == requested && ks.target.ID == env.From.ID:
 			ks.nextSend = now
 			m.service(now, key, ks)
