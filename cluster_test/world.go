@@ -10,7 +10,6 @@ import (
 	"github.com/homelock/homelock/delegation"
 	"github.com/homelock/homelock/epoch"
 	"github.com/homelock/homelock/fence"
-	"github.com/homelock/homelock/home"
 	"github.com/homelock/homelock/internal/core"
 	"github.com/homelock/homelock/msg"
 )
@@ -387,13 +386,3 @@ func memberIDs(e msg.Epoch) []msg.NodeID {
 	}
 	return ids
 }
-
-// tokenOf is a helper for checkers and scripts.
-func tokenOf(b msg.Body) (fence.Token, bool) {
-	if g, ok := b.(msg.Grant); ok {
-		return g.Token, true
-	}
-	return fence.Token{}, false
-}
-
-var _ = home.Stats{}

@@ -6,7 +6,6 @@ import (
 	"math"
 	"runtime"
 	"strings"
-	"time"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
 )
@@ -177,5 +176,3 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "\nEvery number above was measured in this run (wall time %.1f s). Percentiles come from HdrHistogram.\n", r.WallSeconds)
 	fmt.Fprintf(w, "![latency](latency.png)\n")
 }
-
-var _ = time.Second
