@@ -1,7 +1,6 @@
 package clustertest
 
 import (
-	"container/heap"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -81,28 +80,67 @@ type event struct {
 	run  func()
 }
 
-type eventQueue []*event
+// eventQueue is a binary min-heap ordered by (time, sequence). The keys sit
+// inline beside the pointer so that ordering never chases an event: the queue
+// is the simulator's hottest structure.
+type eventQueue []queueItem
 
-func (q eventQueue) Len() int { return len(q) }
-func (q eventQueue) Less(i, j int) bool {
-	if !q[i].at.Equal(q[j].at) {
-		return q[i].at.Before(q[j].at)
-	}
-	return q[i].seq < q[j].seq
+type queueItem struct {
+	at  int64 // UnixNano of the event's true time
+	seq uint64
+	e   *event
 }
-func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *eventQueue) Push(x any)   { *q = append(*q, x.(*event)) }
-func (q *eventQueue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return e
+
+func (a queueItem) before(b queueItem) bool {
+	if a.at != b.at {
+		return a.at < b.at
+	}
+	return a.seq < b.seq
+}
+
+func (q *eventQueue) push(it queueItem) {
+	h := append(*q, it)
+	i := len(h) - 1
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !h[i].before(h[parent]) {
+			break
+		}
+		h[i], h[parent] = h[parent], h[i]
+		i = parent
+	}
+	*q = h
+}
+
+func (q *eventQueue) pop() *event {
+	h := *q
+	top := h[0].e
+	last := len(h) - 1
+	h[0] = h[last]
+	h[last] = queueItem{}
+	h = h[:last]
+	for i := 0; ; {
+		least, l, r := i, 2*i+1, 2*i+2
+		if l < len(h) && h[l].before(h[least]) {
+			least = l
+		}
+		if r < len(h) && h[r].before(h[least]) {
+			least = r
+		}
+		if least == i {
+			break
+		}
+		h[i], h[least] = h[least], h[i]
+		i = least
+	}
+	*q = h
+	return top
 }
 
 func (s *Sim) at(t time.Time, e *event) {
 	s.seq++
 	e.at, e.seq = t, s.seq
-	heap.Push(&s.queue, e)
+	s.queue.push(queueItem{at: t.UnixNano(), seq: s.seq, e: e})
 }
 
 // After runs f at virtual offset d from now (scripts use it).
@@ -168,7 +206,7 @@ func (s *Sim) addNode(i int) *simNode {
 func (s *Sim) run() {
 	end := simBase.Add(s.cfg.Duration)
 	for len(s.queue) > 0 && !s.stopped {
-		e := heap.Pop(&s.queue).(*event)
+		e := s.queue.pop()
 		if e.at.After(end) {
 			break
 		}
