@@ -143,7 +143,7 @@ type KVConfig struct {
 
 // OpenKV opens (or reopens) a KV and attaches it to its KVNet.
 func OpenKV(cfg KVConfig) (*KV, error) {
-	db, err := pebble.Open(cfg.Dir, &pebble.Options{Logger: quietPebble{}})
+	db, err := pebble.Open(cfg.Dir, fence.UseBloomFilters(&pebble.Options{Logger: quietPebble{}, CacheSize: 64 << 20}))
 	if err != nil {
 		return nil, fmt.Errorf("kv %s: open pebble: %w", cfg.ID, err)
 	}

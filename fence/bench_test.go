@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -24,9 +23,7 @@ func benchDBs(b *testing.B, run func(b *testing.B, db *pebble.DB)) {
 	open := func(b *testing.B, fs vfs.FS, dir string, filters bool) *pebble.DB {
 		o := &pebble.Options{FS: fs, Logger: quietLogger{}}
 		if filters {
-			for i := range o.Levels {
-				o.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
-			}
+			UseBloomFilters(o)
 		}
 		db, err := pebble.Open(dir, o)
 		if err != nil {

@@ -47,8 +47,8 @@
 //
 // Every new operation ID costs a lookup of a key that is not there (the
 // operation index, F7). Configure Bloom filters on every level of the Pebble
-// the Guard shares (Options.Levels[i].FilterPolicy = bloom.FilterPolicy(10)),
-// or that lookup reads a block of every sstable. The Guard remembers grants it
+// the Guard shares (UseBloomFilters does it), or that lookup reads a block of
+// every sstable. The Guard remembers grants it
 // verified, by their exact bytes and key ring generation, so segments under
 // one grant pay for one MAC.
 //

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 	"time"
 
@@ -31,6 +32,7 @@ func runHarness(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("out", "harness-out", "directory for report.json, report.md and latency.png")
 	asJSON := fs.Bool("json", false, "print the JSON report to stdout instead of the table")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	profileDir := fs.String("profiledir", "", "write one CPU profile per measured phase into this directory (PHASE.cpu)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: homelock harness [flags]\n\nStarts a local cluster (real gRPC on loopback, real Pebble in a temporary\ndirectory removed afterwards), measures it against homelock's targets and\nprints the gate. Flags:\n")
 		fs.PrintDefaults()
@@ -50,6 +52,17 @@ func runHarness(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *profileDir != "" {
+		if *cpuProfile != "" {
+			fmt.Fprintln(stderr, "homelock harness: --cpuprofile and --profiledir exclude each other")
+			return 2
+		}
+		if err := os.MkdirAll(*profileDir, 0o755); err != nil {
+			fmt.Fprintf(stderr, "homelock harness: %v\n", err)
+			return 1
+		}
+		d.Profile = func(phase string) func() { return profilePhase(filepath.Join(*profileDir, phaseFile(phase)), stderr) }
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -92,4 +105,32 @@ func runHarness(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "report: %s\n", filepath.Join(*out, "report.md"))
 	}
 	return 0
+}
+
+// profilePhase starts a CPU profile into path and returns what stops it; a
+// profile that cannot start is reported and the phase runs unprofiled.
+func profilePhase(path string, stderr io.Writer) func() {
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+		if err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "homelock harness: profile %s: %v\n", path, err)
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
+}
+
+// phaseFile names a phase's profile: "hot key" is hot-key.cpu.
+func phaseFile(phase string) string {
+	if i := strings.IndexByte(phase, '('); i > 0 {
+		phase = phase[:i]
+	}
+	return strings.ReplaceAll(strings.TrimSpace(phase), " ", "-") + ".cpu"
 }

@@ -23,6 +23,9 @@ type Options struct {
 	Dir string
 	// Progress, if set, is told each phase as it starts.
 	Progress func(phase string)
+	// Profile, if set, is called as each measured phase starts and the
+	// function it returns as the phase ends (per-phase CPU profiles).
+	Profile func(phase string) (end func())
 }
 
 // DefaultOptions are `homelock harness` without flags.
@@ -92,15 +95,25 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		{"reclaim after a home restart", func() error { return c.reclaim(ctx, r) }},
 		{"rehome after a node is killed", func() error { return c.rehome(ctx, r) }},
 	}
+	profile := o.Profile
+	if profile == nil {
+		profile = func(string) func() { return func() {} }
+	}
 	for _, s := range steps {
 		progress(s.name)
-		if err := s.run(); err != nil {
+		end := profile(s.name)
+		err := s.run()
+		end()
+		if err != nil {
 			return r, fmt.Errorf("%s: %w", s.name, err)
 		}
 	}
 	c.close()
 	progress(fmt.Sprintf("%d idle delegations", o.Delegations))
-	if err := idleDelegations(ctx, root, o.Delegations, r); err != nil {
+	end := profile("idle delegations")
+	err = idleDelegations(ctx, root, o.Delegations, r)
+	end()
+	if err != nil {
 		return r, fmt.Errorf("idle delegations: %w", err)
 	}
 	r.WallSeconds = time.Since(start).Seconds()
