@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/homelock/homelock"
 	clustertest "github.com/homelock/homelock/cluster_test"
+	"github.com/homelock/homelock/fence"
 )
 
 func newHist() *hdr.Histogram { return hdr.New(1, int64(60*time.Second), 3) }
@@ -110,7 +112,7 @@ func (c *cluster) hotKey(ctx context.Context, r *Report, d time.Duration, worker
 	hist := newHist()
 	var mu sync.Mutex
 	perNode := make([]uint64, len(c.nodes))
-	tokens := map[string]bool{}
+	tokens := map[fence.Token]span{}
 	var acked atomic.Uint64
 	msgs0, bytes0 := c.delegationMsgs()
 	end := time.Now().Add(d)
@@ -126,16 +128,20 @@ func (c *cluster) hotKey(ctx context.Context, r *Report, d time.Duration, worker
 						firstErr.CompareAndSwap(nil, err)
 						return
 					}
-					wait := time.Since(t0)
-					if err := increment(h.Context(), c.kvs[i], h, key); err == nil {
-						acked.Add(1)
-						mu.Lock()
-						perNode[i]++
-						tokens[h.Token().String()] = true
-						_ = hist.RecordValue(max(1, wait.Microseconds()))
-						mu.Unlock()
-					}
+					admitted := time.Now()
+					err = increment(h.Context(), c.kvs[i], h, key)
 					_ = h.Unlock()
+					unlocked := time.Now()
+					if err == nil {
+						acked.Add(1)
+					}
+					mu.Lock()
+					if err == nil {
+						perNode[i]++
+						_ = hist.RecordValue(max(1, admitted.Sub(t0).Microseconds()))
+					}
+					tokens[h.Token()] = tokens[h.Token()].add(admitted, unlocked)
+					mu.Unlock()
 				}
 			})
 		}
@@ -151,6 +157,7 @@ func (c *cluster) hotKey(ctx context.Context, r *Report, d time.Duration, worker
 	r.HotKeyWaitUsP50 = float64(hist.ValueAtQuantile(50))
 	r.HotKeyWaitUsP99 = float64(hist.ValueAtQuantile(99))
 	r.latencies["hot key wait (µs)"] = hist
+	r.HotKeyHoldUsP50, r.HotKeyGapUsP50 = handoffParts(tokens)
 	if grants > 0 {
 		r.MsgsPerHandoff = float64(msgs1-msgs0) / grants
 		r.BytesPerHandoff = float64(bytes1-bytes0) / grants
@@ -190,6 +197,44 @@ func (c *cluster) hotKey(ctx context.Context, r *Report, d time.Duration, worker
 	return nil
 }
 
+// span is when a grant (one token) was in use on its holder: from its first
+// admission to its last unlock.
+type span struct{ first, last time.Time }
+
+func (s span) add(admitted, unlocked time.Time) span {
+	if s.first.IsZero() || admitted.Before(s.first) {
+		s.first = admitted
+	}
+	if unlocked.After(s.last) {
+		s.last = unlocked
+	}
+	return s
+}
+
+// handoffParts splits a handoff into its two serial parts, as p50s in µs:
+// how long a grant is in use (its critical sections: the store's read and
+// fenced write) and the gap from its last unlock to the next grant's first
+// admission (release, grant, and the successor's wait for the store's
+// barrier). Handoffs per second are bounded by one over their sum.
+func handoffParts(tokens map[fence.Token]span) (holdUs, gapUs float64) {
+	order := make([]fence.Token, 0, len(tokens))
+	for t := range tokens {
+		order = append(order, t)
+	}
+	slices.SortFunc(order, fence.Token.Compare)
+	hold, gap := newHist(), newHist()
+	for i, t := range order {
+		s := tokens[t]
+		_ = hold.RecordValue(max(1, s.last.Sub(s.first).Microseconds()))
+		if i > 0 {
+			if g := s.first.Sub(tokens[order[i-1]].last); g > 0 {
+				_ = gap.RecordValue(max(1, g.Microseconds()))
+			}
+		}
+	}
+	return float64(hold.ValueAtQuantile(50)), float64(gap.ValueAtQuantile(50))
+}
+
 func diff(a, b uint64) uint64 {
 	if a > b {
 		return a - b
@@ -197,8 +242,10 @@ func diff(a, b uint64) uint64 {
 	return b - a
 }
 
-// manyKeys: the same read-increment-write over keys chosen at random.
-func (c *cluster) manyKeys(ctx context.Context, r *Report, d time.Duration, workers, keys int) error {
+// manyKeys: the same read-increment-write over keys chosen at random. With
+// write false the workers only lock and unlock, which measures the lock
+// without the store. It returns the operations per second and their latency.
+func (c *cluster) manyKeys(ctx context.Context, d time.Duration, workers, keys int, write bool) (float64, *hdr.Histogram, error) {
 	hist := newHist()
 	var mu sync.Mutex
 	var ops atomic.Uint64
@@ -217,7 +264,9 @@ func (c *cluster) manyKeys(ctx context.Context, r *Report, d time.Duration, work
 						firstErr.CompareAndSwap(nil, err)
 						return
 					}
-					err = increment(h.Context(), c.kvs[i], h, key)
+					if write {
+						err = increment(h.Context(), c.kvs[i], h, key)
+					}
 					_ = h.Unlock()
 					if err == nil {
 						ops.Add(1)
@@ -231,13 +280,9 @@ func (c *cluster) manyKeys(ctx context.Context, r *Report, d time.Duration, work
 	}
 	wg.Wait()
 	if err, ok := firstErr.Load().(error); ok {
-		return fmt.Errorf("many keys: %w", err)
+		return 0, nil, fmt.Errorf("many keys: %w", err)
 	}
-	r.ManyKeysOpsPerS = float64(ops.Load()) / d.Seconds()
-	r.ManyKeysUsP50 = float64(hist.ValueAtQuantile(50))
-	r.ManyKeysUsP99 = float64(hist.ValueAtQuantile(99))
-	r.latencies["many keys op (µs)"] = hist
-	return nil
+	return float64(ops.Load()) / d.Seconds(), hist, nil
 }
 
 // storeWrites measures a store's plain write throughput on its own Pebble

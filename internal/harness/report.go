@@ -33,10 +33,17 @@ type Report struct {
 	HotKeyWaitUsP50    float64   `json:"hot_key_wait_us_p50"`
 	HotKeyWaitUsP99    float64   `json:"hot_key_wait_us_p99"`
 	HotKeyLostUpdates  float64   `json:"hot_key_lost_updates"`
+	// A handoff's two serial parts (p50): a grant in use, and the gap to the
+	// next grant's first admission.
+	HotKeyHoldUsP50 float64 `json:"hot_key_hold_us_p50"`
+	HotKeyGapUsP50  float64 `json:"hot_key_gap_us_p50"`
 
 	ManyKeysOpsPerS float64 `json:"many_keys_ops_per_s"`
 	ManyKeysUsP50   float64 `json:"many_keys_us_p50"`
 	ManyKeysUsP99   float64 `json:"many_keys_us_p99"`
+	// The same without the store: lock and unlock only.
+	ManyKeysLockOnlyOpsPerS float64 `json:"many_keys_lock_only_ops_per_s"`
+	ManyKeysLockOnlyUsP50   float64 `json:"many_keys_lock_only_us_p50"`
 
 	MsgsPerAcquisition  float64 `json:"msgs_per_acquisition"`
 	BytesPerAcquisition float64 `json:"bytes_per_acquisition"`
@@ -106,7 +113,10 @@ func (r *Report) targets() []target {
 		{"hot key fairness (Jain)", "", r.HotKeyFairnessJain, "≥ 0.95", ge(0.95)},
 		{"hot key wait p99", "µs", r.HotKeyWaitUsP99, "", nil},
 		{"hot key lost updates", "", r.HotKeyLostUpdates, "0", le(0)},
+		{"hot key: grant in use p50", "µs", r.HotKeyHoldUsP50, "", nil},
+		{"hot key: gap to next grant p50", "µs", r.HotKeyGapUsP50, "", nil},
 		{"many keys", "ops/s", r.ManyKeysOpsPerS, "≥ 50000", ge(50000)},
+		{"many keys, lock only", "ops/s", r.ManyKeysLockOnlyOpsPerS, "", nil},
 		{"messages per handoff", "msgs", r.MsgsPerHandoff, "≤ 4", le(4)},
 		{"bytes per handoff", "B", r.BytesPerHandoff, "≤ 512", le(512)},
 		{"messages per acquisition", "msgs", r.MsgsPerAcquisition, "", nil},

@@ -82,13 +82,32 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		{"repeat lock", func() error { return c.repeatLock(ctx, r, min(o.Duration, 2*time.Second)) }},
 		{"first lock", func() error { return c.firstLock(ctx, r, 1000) }},
 		{"hot key", func() error { return c.hotKey(ctx, r, o.Duration, o.Workers) }},
-		{"many keys (and store writes while locking)", func() error {
+		{"many keys", func() error {
+			ops, hist, err := c.manyKeys(ctx, o.Duration, o.Workers, o.Keys, true)
+			if err == nil {
+				r.ManyKeysOpsPerS = ops
+				r.ManyKeysUsP50, r.ManyKeysUsP99 = float64(hist.ValueAtQuantile(50)), float64(hist.ValueAtQuantile(99))
+				r.latencies["many keys op (µs)"] = hist
+			}
+			return err
+		}},
+		{"many keys, lock only", func() error {
+			ops, hist, err := c.manyKeys(ctx, sample, o.Workers, o.Keys, false)
+			if err == nil {
+				r.ManyKeysLockOnlyOpsPerS = ops
+				r.ManyKeysLockOnlyUsP50 = float64(hist.ValueAtQuantile(50))
+			}
+			return err
+		}},
+		{"store writes while locking", func() error {
+			// Its own window, so that the store benchmark's CPU does not
+			// count against the many-keys measure above.
 			done := make(chan float64, 1)
 			go func() {
 				v, _ := storeWrites(filepath.Join(root, "store-locking"), sample)
 				done <- v
 			}()
-			err := c.manyKeys(ctx, r, o.Duration, o.Workers, o.Keys)
+			_, _, err := c.manyKeys(ctx, sample, o.Workers, o.Keys, true)
 			r.StoreWritesPerSLocking = <-done
 			return err
 		}},
@@ -125,7 +144,8 @@ func setUnmeasured(r *Report) {
 	for _, p := range []*float64{&r.RepeatLockNsP50, &r.RepeatLockNsP99, &r.RepeatLockMsgs, &r.FirstLockRemoteUsP50,
 		&r.FirstLockRemoteUsP99, &r.FirstLockLocalUsP50, &r.FirstLockLocalUsP99, &r.HotKeyHandoffsPerS,
 		&r.HotKeyUpdatesPerS, &r.HotKeyFairnessJain, &r.HotKeyWaitUsP50, &r.HotKeyWaitUsP99, &r.HotKeyLostUpdates,
-		&r.ManyKeysOpsPerS, &r.ManyKeysUsP50, &r.ManyKeysUsP99, &r.MsgsPerAcquisition, &r.BytesPerAcquisition,
+		&r.ManyKeysOpsPerS, &r.ManyKeysUsP50, &r.ManyKeysUsP99, &r.ManyKeysLockOnlyOpsPerS, &r.ManyKeysLockOnlyUsP50,
+		&r.HotKeyHoldUsP50, &r.HotKeyGapUsP50, &r.MsgsPerAcquisition, &r.BytesPerAcquisition,
 		&r.MsgsPerHandoff, &r.BytesPerHandoff, &r.StoreWritesPerSOff, &r.StoreWritesPerSIdle, &r.StoreWritesPerSLocking,
 		&r.FeatureOffRatio, &r.ReclaimMs, &r.RehomeMs, &r.RehomeBoundMs, &r.BytesPerIdleDelegation, &r.IdleDelegations} {
 		*p = -1
