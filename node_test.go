@@ -79,6 +79,10 @@ func TestSingleNodeContention(t *testing.T) {
 	defer cancel()
 	_, err = n.Lock(short, "k")
 	require.ErrorIs(t, err, ErrTimeout)
+	// The wait ran out behind a critical section here, not at the home.
+	_, err = n.Lock(ctx, "k", WithWait(50*time.Millisecond))
+	require.ErrorIs(t, err, ErrTimeout)
+	require.ErrorContains(t, err, "queued behind a critical section on this node")
 	require.NoError(t, h2.Unlock())
 }
 

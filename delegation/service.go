@@ -147,12 +147,24 @@ func (m *Machine) failOverdue(now time.Time, key string, ks *keyState) {
 		if ks.phase == held || ks.waitReason == msg.WaitHolder {
 			reason = ReasonTimeout
 		}
+		if ks.phase == held {
+			// The delegation is here: what a home said while it was being
+			// requested no longer explains the wait.
+			detail = m.heldDetail(ks)
+		}
 		if detail == "" {
 			detail = m.waitDetail(ks)
 		}
 		m.event(Event{Kind: Failed, Key: key, Locker: w.locker, Reason: reason, Detail: detail})
 	}
 	ks.queue = kept
+}
+
+func (m *Machine) heldDetail(ks *keyState) string {
+	if ks.admitted > 0 {
+		return fmt.Sprintf("queued behind a critical section on this node (delegation %s)", ks.token)
+	}
+	return fmt.Sprintf("delegation %s is held here but closed to new critical sections (recalled or renewing)", ks.token)
 }
 
 func (m *Machine) waitDetail(ks *keyState) string {
