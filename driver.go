@@ -1,7 +1,6 @@
 package homelock
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -158,8 +157,8 @@ func (n *Node) runHook(now time.Time, e delegation.Event) {
 	n.hooks.Add(1)
 	go func() {
 		defer n.hooks.Done()
-		ctx, cancel := context.WithTimeout(n.hookCtx, d)
-		defer cancel()
+		ctx := newHookContext(n.hookCtx, d)
+		defer ctx.cancel()
 		var barrier []byte
 		var err error
 		if settle {
