@@ -337,14 +337,19 @@ func splitPort(addr string) (string, int, error) {
 // store. Lockers still waiting get ErrClosed; handles still held are revoked.
 // Close does not leave the epoch (see Leave): the keys this node is home for
 // move only when failure detection agrees it is down, or come back with it
-// after a restart. No goroutine started by the node outlives Close, unless a
-// store hook ignores its cancelled context. Close is idempotent.
+// after a restart. A Close whose ctx is already done is a kill: no drain, no
+// release, nothing sent (not even a memberlist leave). No goroutine started
+// by the node outlives Close, unless a store hook ignores its cancelled
+// context. Close is idempotent.
 func (n *Node) Close(ctx context.Context) error {
 	n.closeOnce.Do(func() { n.closeErr = n.close(ctx) })
 	return n.closeErr
 }
 
 func (n *Node) close(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return n.shutdown() // a kill
+	}
 	n.mu.Lock()
 	n.closing = true
 	now := n.clock.Now()
@@ -369,8 +374,9 @@ func (n *Node) close(ctx context.Context) error {
 	}
 	if n.ml != nil {
 		// A graceful memberlist leave lets peers count the DownAfter from now
-		// rather than from their next failed probe.
-		lctx, cancel := context.WithTimeout(ctx, 3*n.cfg.RetryInterval)
+		// rather than from their next failed probe. Its own short bound, even
+		// when ctx has ended: memberlist waits without limit given none.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*n.cfg.RetryInterval)
 		_ = n.ml.Leave(lctx)
 		cancel()
 	}

@@ -210,30 +210,33 @@ func (c *rcluster) addNode(ctx context.Context, id string, seed int) *rnode {
 }
 
 // crash stops node i without a clean handoff: Close with a context that is
-// already cancelled, so it waits for no critical section and no release
-// leaves (a handle still held is revoked with no Release). Its KV stays
-// attached unless dropKV, in which case the KV closes too (queued
+// already cancelled (a kill), so it waits for no critical section, sends
+// nothing (no Release, no Leave) and stays a member of the epoch. Its KV
+// stays attached unless dropKV, in which case the KV closes too (queued
 // replication is lost).
 func (c *rcluster) crash(i int, dropKV bool) {
 	c.t.Helper()
 	r := c.nodes[i]
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	_ = r.node.Close(ctx)
+	_ = r.node.Close(killed())
 	if dropKV {
 		_ = r.kv.Close()
 	}
 }
 
-// restart closes node i cleanly (if it is not closed yet) and opens it again
-// on the same data directory and addresses (a process restart). It returns
-// how long Open took.
-func (c *rcluster) restart(ctx context.Context, i int) time.Duration {
+// killed is a context already done: Close given it is a kill.
+func killed() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}
+
+// reopen opens closed node i again on the same data directory and addresses
+// and attaches its KV: after crash, a process crash and restart (the node is
+// still a member of the epoch); after a clean Close, a node that left and
+// comes back. It returns how long Open took.
+func (c *rcluster) reopen(ctx context.Context, i int) time.Duration {
 	c.t.Helper()
 	r := c.nodes[i]
-	if err := r.node.Close(ctx); err != nil {
-		c.t.Logf("close %s: %v", r.ID(), err)
-	}
 	cfg := r.cfg
 	if c.mem == nil {
 		cfg.GRPCAddr = r.node.GRPCAddr() // the same port, as a restarted process would
@@ -251,21 +254,17 @@ func (c *rcluster) restart(ctx context.Context, i int) time.Duration {
 	return d
 }
 
+// closeAll kills every node (a test that checks a graceful Close calls it
+// itself), then closes the KVs.
 func (c *rcluster) closeAll() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	c.mu.Lock()
 	nodes := append([]*rnode(nil), c.nodes...)
 	c.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, r := range nodes {
-		wg.Go(func() {
-			if r.node != nil {
-				if err := r.node.Close(ctx); err != nil {
-					c.t.Logf("close %s: %v", r.ID(), err)
-				}
-			}
-		})
+		if r.node != nil {
+			wg.Go(func() { _ = r.node.Close(killed()) })
+		}
 	}
 	wg.Wait()
 	for _, r := range nodes {
