@@ -14,8 +14,14 @@ import (
 type memberState struct {
 	// wantJoin: this node is not in the learned epoch and should ask to be.
 	wantJoin bool
-	// leaving: Leave was called; never ask to join again on our own.
-	leaving  bool
+	// leaving: Leave was called (or Close hands off); never ask to join
+	// again on our own.
+	leaving bool
+	// leftAt is when the first epoch without this node was learned while
+	// leaving. The new homes of its keys pull Drained from it until
+	// leftAt + EpochLease + Skew, when their gates would pass anyway: Close
+	// keeps serving until then.
+	leftAt   time.Time
 	nextJoin time.Time
 	joinSeq  int
 	// downSince is when a member of the current epoch was first seen down
@@ -50,7 +56,12 @@ func (n *Node) noteEpoch() {
 		// Removed, or restarted with another address or protocol version (a
 		// rolling upgrade): the epoch must carry this node as it is now.
 		n.unlockable = fmt.Sprintf("this node is not a member of epoch %d as it runs now", l.Epoch.Number)
-		if !n.member.leaving && !n.member.wantJoin {
+		switch {
+		case n.member.leaving:
+			if !l.Epoch.Has(n.self) && n.member.leftAt.IsZero() {
+				n.member.leftAt = n.core.LearnedAt()
+			}
+		case !n.member.wantJoin:
 			n.log.Warn("not in the learned epoch as it runs now; asking to join again", "epoch", l.Epoch.Number)
 			n.member.wantJoin = true
 			n.member.nextJoin = time.Time{}
@@ -228,7 +239,7 @@ func (n *Node) gossipIDs() []string {
 // joinAndWait asks to join and waits until an epoch with this node is learned.
 func (n *Node) joinAndWait(ctx context.Context) error {
 	n.mu.Lock()
-	n.member.leaving = false
+	n.member.leaving, n.member.leftAt = false, time.Time{}
 	n.member.wantJoin = true
 	n.member.nextJoin = time.Time{}
 	n.mu.Unlock()
@@ -290,63 +301,16 @@ func (n *Node) Join(ctx context.Context, addrs ...string) error {
 // an epoch without it and waits until that epoch is learned; then the keys it
 // was home for move to their new homes (which query it for a clean drain),
 // and the delegations it holds are recalled. Leave returns once this node
-// neither grants nor holds any delegation, or ctx ends. Call Close after it;
-// Join brings the node back.
+// neither grants nor holds any delegation, or ctx ends. Call Close after it:
+// Close keeps answering the new homes' drain queries until their gates would
+// have passed anyway (Close alone does all of this, see Close). Join brings
+// the node back.
 func (n *Node) Leave(ctx context.Context) error {
 	n.mu.Lock()
-	if err := n.admissible(""); err != nil {
-		n.mu.Unlock()
+	err := n.admissible("")
+	n.mu.Unlock()
+	if err != nil {
 		return err
 	}
-	n.member.leaving, n.member.wantJoin = true, false
-	n.mu.Unlock()
-
-	t := time.NewTicker(n.joinEvery())
-	defer t.Stop()
-	for {
-		n.mu.Lock()
-		if !n.usable() {
-			n.mu.Unlock()
-			return fmt.Errorf("%w: leave", ErrClosed)
-		}
-		l, ok := n.core.Current()
-		if ok && l.Epoch.Number >= 1 && !l.Epoch.Has(n.self) {
-			n.mu.Unlock()
-			break
-		}
-		if ok && l.Epoch.Number >= 1 && len(l.Epoch.Members) == 1 {
-			n.mu.Unlock()
-			return fmt.Errorf("homelock: leave: this node is the only member of epoch %d", l.Epoch.Number)
-		}
-		now := n.clock.Now()
-		n.apply(now, n.core.Leave(now))
-		ch := n.epochCh
-		n.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("homelock: leave: still a member: %w", ctx.Err())
-		case <-ch:
-		case <-t.C:
-		}
-	}
-	// Handoff: wait until nothing is granted by or held at this node.
-	tick := time.NewTicker(n.cfg.RetryInterval)
-	defer tick.Stop()
-	for {
-		n.mu.Lock()
-		busy := false
-		if n.usable() {
-			hs, ds := n.core.Stats()
-			busy = hs.Live > 0 || ds.Held > 0
-		}
-		n.mu.Unlock()
-		if !busy {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("homelock: leave: epoch left, handoff unfinished: %w", ctx.Err())
-		case <-tick.C:
-		}
-	}
+	return n.handOff(ctx, "leave", nil)
 }

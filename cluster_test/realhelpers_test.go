@@ -68,6 +68,8 @@ type rcOptions struct {
 	// noWaitFresh leaves Config.WaitFresh unset: the negative control of
 	// successor freshness.
 	noWaitFresh bool
+	// tweak, if set, changes each node's config last.
+	tweak func(*homelock.Config)
 }
 
 func freeLoopback(t testing.TB) string {
@@ -118,6 +120,9 @@ func (c *rcluster) rcConfig(id string) homelock.Config {
 			}
 			return ep, nil
 		})
+	}
+	if c.o.tweak != nil {
+		c.o.tweak(&cfg)
 	}
 	return cfg
 }
