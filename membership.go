@@ -24,6 +24,11 @@ type memberState struct {
 	leftAt   time.Time
 	nextJoin time.Time
 	joinSeq  int
+	// rejoinAfter is the end of a restarted node's restart gate
+	// (start + EpochLease + Skew, incarnation > 1). A node that is not in
+	// its epoch asks to join no sooner: the keys that would move back to it
+	// would wait on that gate anyway, unavailable meanwhile.
+	rejoinAfter time.Time
 	// downSince is when a member of the current epoch was first seen down
 	// or absent from memberlist; proposed records removals already asked
 	// for, per epoch number.
@@ -62,7 +67,11 @@ func (n *Node) noteEpoch() {
 				n.member.leftAt = n.core.LearnedAt()
 			}
 		case !n.member.wantJoin:
-			n.log.Warn("not in the learned epoch as it runs now; asking to join again", "epoch", l.Epoch.Number)
+			attrs := []any{"epoch", l.Epoch.Number}
+			if wait := n.joinDelay(n.clock.Now()); wait > 0 {
+				attrs = append(attrs, "after", wait.Round(time.Millisecond), "why", "restart gate")
+			}
+			n.log.Warn("not in the learned epoch as it runs now; asking to join again", attrs...)
 			n.member.wantJoin = true
 			n.member.nextJoin = time.Time{}
 		}
@@ -92,10 +101,23 @@ func (n *Node) maintain(now time.Time) {
 // joinEvery paces Join retries: one agreement round trip and then some.
 func (n *Node) joinEvery() time.Duration { return 10 * n.cfg.RetryInterval }
 
+// joinDelay is how long this node still holds its join requests back: until
+// its restart gate ends if it restarted (incarnation > 1) and its epoch does
+// not have it. A node that only needs its entry updated (same node and store,
+// another address or version) keeps its keys and asks at once; so does a new
+// node. Timing only: safety never rests on it.
+func (n *Node) joinDelay(now time.Time) time.Duration {
+	l, ok := n.core.Current()
+	if !ok || l.Epoch.Number == 0 || l.Epoch.Has(n.self) {
+		return 0
+	}
+	return max(n.member.rejoinAfter.Sub(now), 0)
+}
+
 // retryJoin sends Join to one member at a time, rotating, until an epoch
 // with this node is learned.
 func (n *Node) retryJoin(now time.Time) {
-	if !n.member.wantJoin || n.member.leaving || now.Before(n.member.nextJoin) {
+	if !n.member.wantJoin || n.member.leaving || now.Before(n.member.nextJoin) || n.joinDelay(now) > 0 {
 		return
 	}
 	n.member.nextJoin = now.Add(n.joinEvery())
@@ -287,7 +309,9 @@ func (n *Node) waitMember(ctx context.Context, want bool, what string) error {
 
 // Join adds this node to the cluster through the gossip addresses of running
 // members (in addition to Config.Join) and returns once an epoch with this
-// node is learned. It is for a node that left; a new node joins in Open.
+// node is learned. It is for a node that left; a new node joins in Open, and
+// a restarted node that is not in its epoch asks to join on its own, once its
+// restart gate (EpochLease + Skew after Open) has passed.
 func (n *Node) Join(ctx context.Context, addrs ...string) error {
 	if len(addrs) > 0 {
 		if _, err := n.ml.Join(addrs); err != nil {

@@ -170,6 +170,10 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	n.mu.Lock()
 	n.core = core.New(n.coreConfig(), now, es, marker)
 	n.lastBoot, n.lastWall = now, n.clock.Wall()
+	if n.inc > 1 {
+		// The home gates every key until then (the restart gate).
+		n.member.rejoinAfter = now.Add(cfg.EpochLease + cfg.Skew)
+	}
 	n.noteEpoch()
 	n.apply(now, n.core.Tick(now))
 	n.mu.Unlock()
@@ -343,7 +347,8 @@ func splitPort(addr string) (string, int, error) {
 // only one, or another member does not look alive in memberlist (leaving
 // then could leave an epoch with no live majority; staying, a restart of
 // this node restores it). Last it leaves memberlist and stops the timer, the
-// transport and the store; handles still held are revoked.
+// transport and the store; handles still held are revoked. A node closed this
+// way that is opened again asks to join once its restart gate has passed.
 //
 // If ctx ends first, Close stops where it is and shuts down all the same; its
 // error wraps ctx.Err() and says what was not done (delegations not released,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/homelock/homelock"
+	"github.com/homelock/homelock/msg"
 )
 
 // Issue 3, Close hands off (a controlled shutdown): n1 is home of a key whose
@@ -150,6 +151,73 @@ func TestRealCloseSkipsHandoffWithMemberDown(t *testing.T) {
 	}
 	if out := logs.String(); !strings.Contains(out, "not handing home keys off") || !strings.Contains(out, "n3") {
 		t.Errorf("n1 did not log why it kept its home keys; its log:\n%s", out)
+	}
+}
+
+// Issue 3, restart after a clean close: n2 closes cleanly (the epoch drops it)
+// and is opened again on the same store. It is not a member, so it asks to
+// join on its own, but not before its restart gate (EpochLease + Skew after
+// Open) has passed: the keys that move back to it would wait on that gate
+// anyway. Once it is a member again, a key homed at it is granted by its new
+// incarnation with a larger token.
+func TestRealRestartAfterCleanClose(t *testing.T) {
+	gate := rcEpochLease + rcSkew
+	c := newRCluster(t, 3, rcOptions{})
+	n1, n2, n3 := c.nodes[0], c.nodes[1], c.nodes[2]
+	key := c.keyHomedAt(n2.ID(), "back")
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	h, err := n1.node.Lock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := h.Token()
+	if err := h.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := n2.node.Close(ctx); err != nil {
+		t.Fatalf("n2.Close: %v", err)
+	}
+	for _, r := range []*rnode{n1, n3} {
+		if ids := statusMemberIDs(r.node); slices.Contains(ids, n2.ID()) {
+			t.Fatalf("%s's epoch still has n2 after its clean close: %v", r.ID(), ids)
+		}
+	}
+
+	start := time.Now()
+	c.reopen(ctx, 1)
+	joins := func() uint64 { return n2.node.Stats().ByKind[msg.KindJoin.String()].Sent.Msgs }
+	var asked time.Duration
+	waitFor(t, gate+5*time.Second, "n2 to ask to join", func() bool {
+		if joins() == 0 {
+			return false
+		}
+		asked = time.Since(start)
+		return true
+	})
+	waitFor(t, 5*time.Second, "an epoch with n2 again", func() bool {
+		return slices.Contains(statusMemberIDs(n1.node), n2.ID()) && slices.Contains(statusMemberIDs(n3.node), n2.ID())
+	})
+	rejoined := time.Since(start)
+	h, err = n3.node.Lock(ctx, key)
+	if err != nil {
+		c.dump()
+		t.Fatalf("lock of a key homed at the rejoined n2: %v", err)
+	}
+	locked := time.Since(start)
+	after := h.Token()
+	_ = h.Unlock()
+	t.Logf("n2 reopened (incarnation %d): first Join sent at %v, member again at %v, key granted at %v (restart gate %v); tokens %s -> %s",
+		n2.node.Incarnation(), asked.Round(time.Millisecond), rejoined.Round(time.Millisecond), locked.Round(time.Millisecond), gate, before, after)
+	if asked < gate {
+		t.Errorf("n2 asked to join %v after Open, before its restart gate (%v) ended", asked, gate)
+	}
+	if home := c.homeOf(0, key); home != n2.ID() {
+		t.Errorf("key %q homed at %q after n2 rejoined", key, home)
+	}
+	if !before.Less(after) || after.Incarnation != n2.node.Incarnation() {
+		t.Errorf("token %s after %s; want one from n2's incarnation %d", after, before, n2.node.Incarnation())
 	}
 }
 
