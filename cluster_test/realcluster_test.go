@@ -235,7 +235,7 @@ func TestRealHolderCrash(t *testing.T) {
 	short := 60 * time.Millisecond
 	go lock(c.nodes[1], short) // queues behind the other n2 locker or the dead holder
 
-	bound := rcMaxLease + rcSkew + 250*time.Millisecond // retry and scheduling slack
+	bound := rcMaxLease + rcSkew + raceScale*250*time.Millisecond // retry and scheduling slack
 	prev := first
 	got := 0
 	for range 3 {
@@ -243,7 +243,7 @@ func TestRealHolderCrash(t *testing.T) {
 		if res.err != nil {
 			if !hasTimeout(res.err) {
 				t.Errorf("locker on %s: %v", res.node, res.err)
-			} else if res.took > short+200*time.Millisecond {
+			} else if res.took > short+raceScale*200*time.Millisecond {
 				t.Errorf("locker on %s with a %v context returned after %v", res.node, short, res.took)
 			}
 			continue

@@ -28,12 +28,13 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // Timings of the real-cluster tests: liveness in 600ms, leases of 250ms,
 // failure detection within about a second, so each test runs in seconds.
+// Under the race detector each is raceScale times longer (race_test.go).
 const (
-	rcEpochLease = 600 * time.Millisecond
-	rcMaxLease   = 250 * time.Millisecond
-	rcSkew       = 50 * time.Millisecond
+	rcEpochLease = raceScale * 600 * time.Millisecond
+	rcMaxLease   = raceScale * 250 * time.Millisecond
+	rcSkew       = raceScale * 50 * time.Millisecond
 	rcRetry      = 20 * time.Millisecond
-	rcDownAfter  = 500 * time.Millisecond
+	rcDownAfter  = raceScale * 500 * time.Millisecond
 )
 
 // rnode is one node of a real cluster and the KV it runs beside.
