@@ -3,6 +3,7 @@ package clustertest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"strings"
@@ -218,6 +219,43 @@ func TestRealRestartAfterCleanClose(t *testing.T) {
 	}
 	if !before.Less(after) || after.Incarnation != n2.node.Incarnation() {
 		t.Errorf("token %s after %s; want one from n2's incarnation %d", after, before, n2.node.Incarnation())
+	}
+}
+
+// Issue 3, Close cut short: n2 holds a delegation n1 granted, and n2's
+// barrier hook never settles, so n2 cannot release it when n1, closing,
+// recalls it; n1 would have to wait the lease out. Close's ctx ends first:
+// Close stops the handoff, shuts down all the same, and its error wraps the
+// deadline and says the home keys were not handed off.
+func TestRealCloseCutShort(t *testing.T) {
+	c := newRCluster(t, 3, rcOptions{tweak: func(cfg *homelock.Config) {
+		if cfg.NodeID == "n2" {
+			cfg.Barrier = func(ctx context.Context, _ string, _ []byte) ([]byte, error) {
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}
+		}
+	}})
+	x, y := c.nodes[0], c.nodes[1]
+	key := c.keyHomedAt(x.ID(), "cut")
+	h, err := y.node.Lock(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = h.Unlock()
+
+	const wait = 100 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	start := time.Now()
+	err = x.node.Close(ctx)
+	took := time.Since(start)
+	t.Logf("n1.Close with a %v context returned after %v: %v", wait, took.Round(time.Millisecond), err)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "home keys not handed off") {
+		t.Errorf("Close cut short returned %v, want the deadline and that the home keys were not handed off", err)
+	}
+	if took > wait+raceScale*250*time.Millisecond {
+		t.Errorf("Close returned %v after it began, long after its %v context ended", took, wait)
 	}
 }
 

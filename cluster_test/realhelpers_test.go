@@ -69,7 +69,7 @@ type rcOptions struct {
 	// noWaitFresh leaves Config.WaitFresh unset: the negative control of
 	// successor freshness.
 	noWaitFresh bool
-	// tweak, if set, changes each node's config last.
+	// tweak, if set, changes each node's config last (after its KV hooks).
 	tweak func(*homelock.Config)
 }
 
@@ -122,9 +122,6 @@ func (c *rcluster) rcConfig(id string) homelock.Config {
 			return ep, nil
 		})
 	}
-	if c.o.tweak != nil {
-		c.o.tweak(&cfg)
-	}
 	return cfg
 }
 
@@ -166,10 +163,15 @@ func newRCluster(t testing.TB, size int, o rcOptions) *rcluster {
 		})
 	}
 	wg.Wait()
+	failed := false
 	for i, err := range errs {
 		if err != nil {
-			t.Fatalf("open %s: %v", ids[i], err)
+			t.Errorf("open %s: %v", ids[i], err)
+			failed = true
 		}
+	}
+	if failed {
+		t.FailNow()
 	}
 	c.waitAvailable(10 * time.Second)
 	return c
@@ -188,10 +190,14 @@ func (c *rcluster) openKV(cfg homelock.Config) *KV {
 	return kv
 }
 
+// hook wires cfg's store hooks to kv, then applies the test's tweak.
 func (c *rcluster) hook(cfg *homelock.Config, kv *KV) {
 	cfg.Barrier = kv.BarrierHook
 	if !c.o.noWaitFresh {
 		cfg.WaitFresh = kv.WaitFreshHook
+	}
+	if c.o.tweak != nil {
+		c.o.tweak(cfg)
 	}
 }
 
