@@ -145,7 +145,7 @@ func (n *Node) linger(ctx context.Context, until time.Time) {
 	case <-t.C:
 	case <-ctx.Done():
 		n.log.Info("close: stopped answering drain queries early; keys not queried yet wait out their gate",
-			"left", d.Round(time.Millisecond), "err", ctx.Err())
+			"cut", until.Sub(n.clock.Now()).Round(time.Millisecond), "err", ctx.Err())
 	}
 }
 
