@@ -142,8 +142,9 @@ func TestCloseThenOpen(t *testing.T) {
 	require.NoError(t, h.Unlock())
 }
 
-// A closed node is agreed down after DownAfter; its keys get a new home.
-func TestClosedNodeRehomed(t *testing.T) {
+// A killed node (it hands nothing off) is agreed down after DownAfter; its
+// keys get a new home.
+func TestKilledNodeRehomed(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	c.waitAvailable()
 	ctx := context.Background()
@@ -153,7 +154,7 @@ func TestClosedNodeRehomed(t *testing.T) {
 	tok1 := h.Token()
 	require.NoError(t, h.Unlock())
 
-	require.NoError(t, c.nodes[2].Close(ctx))
+	require.NoError(t, c.nodes[2].Close(killed()))
 	c.nodes[2] = nil
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -48,9 +48,13 @@
 // home never re-issues a token. A new cluster starts with Bootstrap and the
 // same InitialMembers on each initial node; a new node joins with Join; a
 // restarted node does neither. A node that learns an epoch without itself
-// (removed by mistake) asks to join again. Leave hands the node's keys to
-// their new homes; Close releases the delegations it holds and stops every
-// goroutine it started.
+// (removed by mistake, or started again after it left) asks to join again,
+// after a restart only once its restart gate has passed. Close is a
+// controlled shutdown: it releases the delegations the node holds, hands the
+// keys it is home for to their new homes as Leave does (unless it is the last
+// member or another member looks down), answers their drain queries until
+// their gates would have passed, and stops every goroutine it started; Close
+// with a context already done is a kill.
 //
 // # Guarantees
 //

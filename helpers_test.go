@@ -105,16 +105,24 @@ func newCluster(t testing.TB, size int, tweak func(*Config)) *cluster {
 	return c
 }
 
+// closeAll kills every node: the tests that check a graceful Close call it
+// themselves.
 func (c *cluster) closeAll() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	var wg sync.WaitGroup
 	for _, n := range c.nodes {
 		if n != nil {
-			wg.Go(func() { _ = n.Close(ctx) })
+			wg.Go(func() { _ = n.Close(killed()) })
 		}
 	}
 	wg.Wait()
+}
+
+// killed is a context already done: Close given it is a kill (no drain, no
+// release, no handoff).
+func killed() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
 }
 
 // waitAvailable waits until every open node can grant (liveness held).

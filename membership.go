@@ -14,10 +14,21 @@ import (
 type memberState struct {
 	// wantJoin: this node is not in the learned epoch and should ask to be.
 	wantJoin bool
-	// leaving: Leave was called; never ask to join again on our own.
-	leaving  bool
+	// leaving: Leave was called (or Close hands off); never ask to join
+	// again on our own.
+	leaving bool
+	// leftAt is when the first epoch without this node was learned while
+	// leaving. The new homes of its keys pull Drained from it until
+	// leftAt + EpochLease + Skew, when their gates would pass anyway: Close
+	// keeps serving until then.
+	leftAt   time.Time
 	nextJoin time.Time
 	joinSeq  int
+	// rejoinAfter is the end of a restarted node's restart gate
+	// (start + EpochLease + Skew, incarnation > 1). A node that is not in
+	// its epoch asks to join no sooner: the keys that would move back to it
+	// would wait on that gate anyway, unavailable meanwhile.
+	rejoinAfter time.Time
 	// downSince is when a member of the current epoch was first seen down
 	// or absent from memberlist; proposed records removals already asked
 	// for, per epoch number.
@@ -50,8 +61,17 @@ func (n *Node) noteEpoch() {
 		// Removed, or restarted with another address or protocol version (a
 		// rolling upgrade): the epoch must carry this node as it is now.
 		n.unlockable = fmt.Sprintf("this node is not a member of epoch %d as it runs now", l.Epoch.Number)
-		if !n.member.leaving && !n.member.wantJoin {
-			n.log.Warn("not in the learned epoch as it runs now; asking to join again", "epoch", l.Epoch.Number)
+		switch {
+		case n.member.leaving:
+			if !l.Epoch.Has(n.self) && n.member.leftAt.IsZero() {
+				n.member.leftAt = n.core.LearnedAt()
+			}
+		case !n.member.wantJoin:
+			attrs := []any{"epoch", l.Epoch.Number}
+			if wait := n.joinDelay(n.clock.Now()); wait > 0 {
+				attrs = append(attrs, "after", wait.Round(time.Millisecond), "why", "restart gate")
+			}
+			n.log.Warn("not in the learned epoch as it runs now; asking to join again", attrs...)
 			n.member.wantJoin = true
 			n.member.nextJoin = time.Time{}
 		}
@@ -81,10 +101,23 @@ func (n *Node) maintain(now time.Time) {
 // joinEvery paces Join retries: one agreement round trip and then some.
 func (n *Node) joinEvery() time.Duration { return 10 * n.cfg.RetryInterval }
 
+// joinDelay is how long this node still holds its join requests back: until
+// its restart gate ends if it restarted (incarnation > 1) and its epoch does
+// not have it. A node that only needs its entry updated (same node and store,
+// another address or version) keeps its keys and asks at once; so does a new
+// node. Timing only: safety never rests on it.
+func (n *Node) joinDelay(now time.Time) time.Duration {
+	l, ok := n.core.Current()
+	if !ok || l.Epoch.Number == 0 || l.Epoch.Has(n.self) {
+		return 0
+	}
+	return max(n.member.rejoinAfter.Sub(now), 0)
+}
+
 // retryJoin sends Join to one member at a time, rotating, until an epoch
 // with this node is learned.
 func (n *Node) retryJoin(now time.Time) {
-	if !n.member.wantJoin || n.member.leaving || now.Before(n.member.nextJoin) {
+	if !n.member.wantJoin || n.member.leaving || now.Before(n.member.nextJoin) || n.joinDelay(now) > 0 {
 		return
 	}
 	n.member.nextJoin = now.Add(n.joinEvery())
@@ -228,7 +261,7 @@ func (n *Node) gossipIDs() []string {
 // joinAndWait asks to join and waits until an epoch with this node is learned.
 func (n *Node) joinAndWait(ctx context.Context) error {
 	n.mu.Lock()
-	n.member.leaving = false
+	n.member.leaving, n.member.leftAt = false, time.Time{}
 	n.member.wantJoin = true
 	n.member.nextJoin = time.Time{}
 	n.mu.Unlock()
@@ -276,7 +309,9 @@ func (n *Node) waitMember(ctx context.Context, want bool, what string) error {
 
 // Join adds this node to the cluster through the gossip addresses of running
 // members (in addition to Config.Join) and returns once an epoch with this
-// node is learned. It is for a node that left; a new node joins in Open.
+// node is learned. It is for a node that left; a new node joins in Open, and
+// a restarted node that is not in its epoch asks to join on its own, once its
+// restart gate (EpochLease + Skew after Open) has passed.
 func (n *Node) Join(ctx context.Context, addrs ...string) error {
 	if len(addrs) > 0 {
 		if _, err := n.ml.Join(addrs); err != nil {
@@ -290,63 +325,16 @@ func (n *Node) Join(ctx context.Context, addrs ...string) error {
 // an epoch without it and waits until that epoch is learned; then the keys it
 // was home for move to their new homes (which query it for a clean drain),
 // and the delegations it holds are recalled. Leave returns once this node
-// neither grants nor holds any delegation, or ctx ends. Call Close after it;
-// Join brings the node back.
+// neither grants nor holds any delegation, or ctx ends. Call Close after it:
+// Close keeps answering the new homes' drain queries until their gates would
+// have passed anyway (Close alone does all of this, see Close). Join brings
+// the node back.
 func (n *Node) Leave(ctx context.Context) error {
 	n.mu.Lock()
-	if err := n.admissible(""); err != nil {
-		n.mu.Unlock()
+	err := n.admissible("")
+	n.mu.Unlock()
+	if err != nil {
 		return err
 	}
-	n.member.leaving, n.member.wantJoin = true, false
-	n.mu.Unlock()
-
-	t := time.NewTicker(n.joinEvery())
-	defer t.Stop()
-	for {
-		n.mu.Lock()
-		if !n.usable() {
-			n.mu.Unlock()
-			return fmt.Errorf("%w: leave", ErrClosed)
-		}
-		l, ok := n.core.Current()
-		if ok && l.Epoch.Number >= 1 && !l.Epoch.Has(n.self) {
-			n.mu.Unlock()
-			break
-		}
-		if ok && l.Epoch.Number >= 1 && len(l.Epoch.Members) == 1 {
-			n.mu.Unlock()
-			return fmt.Errorf("homelock: leave: this node is the only member of epoch %d", l.Epoch.Number)
-		}
-		now := n.clock.Now()
-		n.apply(now, n.core.Leave(now))
-		ch := n.epochCh
-		n.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("homelock: leave: still a member: %w", ctx.Err())
-		case <-ch:
-		case <-t.C:
-		}
-	}
-	// Handoff: wait until nothing is granted by or held at this node.
-	tick := time.NewTicker(n.cfg.RetryInterval)
-	defer tick.Stop()
-	for {
-		n.mu.Lock()
-		busy := false
-		if n.usable() {
-			hs, ds := n.core.Stats()
-			busy = hs.Live > 0 || ds.Held > 0
-		}
-		n.mu.Unlock()
-		if !busy {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("homelock: leave: epoch left, handoff unfinished: %w", ctx.Err())
-		case <-tick.C:
-		}
-	}
+	return n.handOff(ctx, "leave", nil)
 }

@@ -170,6 +170,10 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	n.mu.Lock()
 	n.core = core.New(n.coreConfig(), now, es, marker)
 	n.lastBoot, n.lastWall = now, n.clock.Wall()
+	if n.inc > 1 {
+		// The home gates every key until then (the restart gate).
+		n.member.rejoinAfter = now.Add(cfg.EpochLease + cfg.Skew)
+	}
 	n.noteEpoch()
 	n.apply(now, n.core.Tick(now))
 	n.mu.Unlock()
@@ -330,21 +334,38 @@ func splitPort(addr string) (string, int, error) {
 	return h, port, nil
 }
 
-// Close stops the node. It stops admitting, drains and releases the
-// delegations this node holds so their homes can grant them at once (waiting,
-// bounded by ctx, for admitted critical sections to Unlock and for the store's
-// barrier hook), then stops the timer, memberlist, the transport and the
-// store. Lockers still waiting get ErrClosed; handles still held are revoked.
-// Close does not leave the epoch (see Leave): the keys this node is home for
-// move only when failure detection agrees it is down, or come back with it
-// after a restart. No goroutine started by the node outlives Close, unless a
-// store hook ignores its cancelled context. Close is idempotent.
+// Close stops the node; a ctx not yet done makes it a controlled shutdown.
+// It stops admitting (lockers still waiting get ErrClosed), then drains and
+// releases the delegations this node holds so their homes can grant them at
+// once (waiting, bounded by ctx, for admitted critical sections to Unlock and
+// for the store's barrier hook). Then it hands off the keys it is home for,
+// as Leave does: the members agree an epoch without this node, it recalls the
+// delegations it granted, and it keeps serving until
+// learnedAt + EpochLease + Skew of that epoch, so that each new home pulls a
+// clean Drained from it instead of waiting out its gate. It skips the
+// handoff, and says why in the log, when this node is not a member, is the
+// only one, or another member does not look alive in memberlist (leaving
+// then could leave an epoch with no live majority; staying, a restart of
+// this node restores it). Last it leaves memberlist and stops the timer, the
+// transport and the store; handles still held are revoked. A node closed this
+// way that is opened again asks to join once its restart gate has passed.
+//
+// If ctx ends first, Close stops where it is and shuts down all the same; its
+// error wraps ctx.Err() and says what was not done (delegations not released,
+// home keys not handed off). A Close whose ctx is already done is a kill: no
+// drain, no release, no handoff, nothing sent; the node stays a member until
+// failure detection removes it or it comes back. No goroutine started by the
+// node outlives Close, unless a store hook ignores its cancelled context.
+// Close is idempotent.
 func (n *Node) Close(ctx context.Context) error {
 	n.closeOnce.Do(func() { n.closeErr = n.close(ctx) })
 	return n.closeErr
 }
 
 func (n *Node) close(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return n.shutdown() // a kill
+	}
 	n.mu.Lock()
 	n.closing = true
 	now := n.clock.Now()
@@ -363,18 +384,22 @@ func (n *Node) close(ctx context.Context) error {
 	}
 	n.mu.Unlock()
 
-	var err error
-	if werr := n.waitDrained(ctx); werr != nil {
-		err = fmt.Errorf("homelock: close: delegations not all released: %w", werr)
+	var errs []error
+	if err := n.waitDrained(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("homelock: close: delegations not all released: %w", err))
+	}
+	if err := n.closeHandOff(ctx); err != nil {
+		errs = append(errs, err)
 	}
 	if n.ml != nil {
 		// A graceful memberlist leave lets peers count the DownAfter from now
-		// rather than from their next failed probe.
-		lctx, cancel := context.WithTimeout(ctx, 3*n.cfg.RetryInterval)
+		// rather than from their next failed probe. Its own short bound, even
+		// when ctx has ended: memberlist waits without limit given none.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*n.cfg.RetryInterval)
 		_ = n.ml.Leave(lctx)
 		cancel()
 	}
-	return errors.Join(err, n.shutdown())
+	return errors.Join(append(errs, n.shutdown())...)
 }
 
 // waitDrained waits until this node holds no delegation (the releases were

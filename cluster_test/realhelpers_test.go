@@ -28,12 +28,13 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // Timings of the real-cluster tests: liveness in 600ms, leases of 250ms,
 // failure detection within about a second, so each test runs in seconds.
+// Under the race detector each is raceScale times longer (race_test.go).
 const (
-	rcEpochLease = 600 * time.Millisecond
-	rcMaxLease   = 250 * time.Millisecond
-	rcSkew       = 50 * time.Millisecond
+	rcEpochLease = raceScale * 600 * time.Millisecond
+	rcMaxLease   = raceScale * 250 * time.Millisecond
+	rcSkew       = raceScale * 50 * time.Millisecond
 	rcRetry      = 20 * time.Millisecond
-	rcDownAfter  = 500 * time.Millisecond
+	rcDownAfter  = raceScale * 500 * time.Millisecond
 )
 
 // rnode is one node of a real cluster and the KV it runs beside.
@@ -68,6 +69,8 @@ type rcOptions struct {
 	// noWaitFresh leaves Config.WaitFresh unset: the negative control of
 	// successor freshness.
 	noWaitFresh bool
+	// tweak, if set, changes each node's config last (after its KV hooks).
+	tweak func(*homelock.Config)
 }
 
 func freeLoopback(t testing.TB) string {
@@ -160,10 +163,15 @@ func newRCluster(t testing.TB, size int, o rcOptions) *rcluster {
 		})
 	}
 	wg.Wait()
+	failed := false
 	for i, err := range errs {
 		if err != nil {
-			t.Fatalf("open %s: %v", ids[i], err)
+			t.Errorf("open %s: %v", ids[i], err)
+			failed = true
 		}
+	}
+	if failed {
+		t.FailNow()
 	}
 	c.waitAvailable(10 * time.Second)
 	return c
@@ -182,10 +190,14 @@ func (c *rcluster) openKV(cfg homelock.Config) *KV {
 	return kv
 }
 
+// hook wires cfg's store hooks to kv, then applies the test's tweak.
 func (c *rcluster) hook(cfg *homelock.Config, kv *KV) {
 	cfg.Barrier = kv.BarrierHook
 	if !c.o.noWaitFresh {
 		cfg.WaitFresh = kv.WaitFreshHook
+	}
+	if c.o.tweak != nil {
+		c.o.tweak(cfg)
 	}
 }
 
@@ -210,30 +222,33 @@ func (c *rcluster) addNode(ctx context.Context, id string, seed int) *rnode {
 }
 
 // crash stops node i without a clean handoff: Close with a context that is
-// already cancelled, so it waits for no critical section and no release
-// leaves (a handle still held is revoked with no Release). Its KV stays
-// attached unless dropKV, in which case the KV closes too (queued
+// already cancelled (a kill), so it waits for no critical section, sends
+// nothing (no Release, no Leave) and stays a member of the epoch. Its KV
+// stays attached unless dropKV, in which case the KV closes too (queued
 // replication is lost).
 func (c *rcluster) crash(i int, dropKV bool) {
 	c.t.Helper()
 	r := c.nodes[i]
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	_ = r.node.Close(ctx)
+	_ = r.node.Close(killed())
 	if dropKV {
 		_ = r.kv.Close()
 	}
 }
 
-// restart closes node i cleanly (if it is not closed yet) and opens it again
-// on the same data directory and addresses (a process restart). It returns
-// how long Open took.
-func (c *rcluster) restart(ctx context.Context, i int) time.Duration {
+// killed is a context already done: Close given it is a kill.
+func killed() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}
+
+// reopen opens closed node i again on the same data directory and addresses
+// and attaches its KV: after crash, a process crash and restart (the node is
+// still a member of the epoch); after a clean Close, a node that left and
+// comes back. It returns how long Open took.
+func (c *rcluster) reopen(ctx context.Context, i int) time.Duration {
 	c.t.Helper()
 	r := c.nodes[i]
-	if err := r.node.Close(ctx); err != nil {
-		c.t.Logf("close %s: %v", r.ID(), err)
-	}
 	cfg := r.cfg
 	if c.mem == nil {
 		cfg.GRPCAddr = r.node.GRPCAddr() // the same port, as a restarted process would
@@ -251,21 +266,17 @@ func (c *rcluster) restart(ctx context.Context, i int) time.Duration {
 	return d
 }
 
+// closeAll kills every node (a test that checks a graceful Close calls it
+// itself), then closes the KVs.
 func (c *rcluster) closeAll() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	c.mu.Lock()
 	nodes := append([]*rnode(nil), c.nodes...)
 	c.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, r := range nodes {
-		wg.Go(func() {
-			if r.node != nil {
-				if err := r.node.Close(ctx); err != nil {
-					c.t.Logf("close %s: %v", r.ID(), err)
-				}
-			}
-		})
+		if r.node != nil {
+			wg.Go(func() { _ = r.node.Close(killed()) })
+		}
 	}
 	wg.Wait()
 	for _, r := range nodes {

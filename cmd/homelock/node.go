@@ -39,10 +39,13 @@ func runNode(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `Usage: homelock node --id ID --data-dir DIR [--bootstrap --initial IDS | --join ADDRS] [flags]
 
-Runs one homelock node until SIGINT or SIGTERM, then closes it cleanly
-(releasing the delegations it holds). The first start of a cluster needs
---bootstrap with the same --initial list on every initial node; a new node
-joins with --join; a restarted node needs neither.
+Runs one homelock node until SIGINT or SIGTERM, then closes it cleanly: it
+releases the delegations it holds, leaves the epoch so that the keys it is
+home for move (unless it is the last member or another one is down), and
+answers their new homes for about --epoch-lease more before it exits. The
+first start of a cluster needs --bootstrap with the same --initial list on
+every initial node; a new node joins with --join; a restarted node needs
+neither (if it had left, it joins again once --epoch-lease has passed).
 
 Flags:
 `)
@@ -130,7 +133,9 @@ Flags:
 
 	<-ctx.Done()
 	log.Info("shutting down")
-	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// The handoff takes an agreement and the recalls of its delegations
+	// (MaxLease at worst), then lingers EpochLease + Skew.
+	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second+cfg.MaxLease+cfg.EpochLease+cfg.Skew)
 	defer cancel()
 	// Stop serving first: open Lock streams end and their handles unlock.
 	done := make(chan struct{})

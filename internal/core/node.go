@@ -143,6 +143,13 @@ func (n *Node) Current() (epoch.Learned, bool) {
 	return l, ok
 }
 
+// LearnedAt is when the current epoch was learned (the now of the step that
+// learned it); the zero time for an epoch restored at start or none.
+func (n *Node) LearnedAt() time.Time {
+	_, at, _ := n.ep.Current()
+	return at
+}
+
 // NeedsJoin reports whether this node must (still) ask to join: it knows no
 // epoch yet and is not bootstrapping one, or it is not in its epoch as it is
 // now — removed, or restarted with another address or protocol version (a
