@@ -80,6 +80,13 @@ func Open(dir string, opts Options) (*Store, error) {
 		if errors.Is(err, pebble.ErrDBDoesNotExist) {
 			return nil, fmt.Errorf("%w: %q is not empty but holds no Pebble database", ErrMissingIdentity, dir)
 		}
+		if errors.Is(err, fs.ErrNotExist) {
+			// A crash while the store was being created can leave Pebble's
+			// marker naming a manifest that never reached the disk. No
+			// identity was ever acknowledged from it, but it is not reset
+			// either: an operator decides (S2).
+			return nil, fmt.Errorf("%w: %q holds an incomplete Pebble database: %v", ErrMissingIdentity, dir, err)
+		}
 		return nil, fmt.Errorf("localstore: open %q: %w", dir, err)
 	}
 	s := &Store{dir: dir, db: db, log: log, writeOpts: pebble.Sync}
