@@ -26,6 +26,9 @@ type cluster struct {
 	cfgs  []homelock.Config
 	nodes []*homelock.Node
 	kvs   []*clustertest.KV
+	// available is when every node first had a usable epoch: that epoch was
+	// learned no later.
+	available time.Time
 }
 
 const operation = "harness"
@@ -119,7 +122,11 @@ func startCluster(ctx context.Context, root string, size int) (*cluster, error) 
 		}
 		c.kvs[i].Attach(c.nodes[i])
 	}
-	return c, c.waitAvailable(ctx)
+	if err := c.waitAvailable(ctx); err != nil {
+		return c, err
+	}
+	c.available = time.Now()
+	return c, nil
 }
 
 func (c *cluster) openKV(i int) (*clustertest.KV, error) {

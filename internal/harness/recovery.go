@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/homelock/homelock"
@@ -39,6 +40,13 @@ func (c *cluster) reclaim(ctx context.Context, r *Report) error {
 	if _, err := c.lockUntil(ctx, 0, key); err != nil {
 		return err
 	}
+	// Reclaim may skip the restart gate only once the home persisted that
+	// the epoch's own gate had passed (DESIGN "Restart"); with short phases
+	// the restart can come sooner, and would measure the gate instead.
+	cfg0 := c.cfgs[home]
+	if err := sleepUntil(ctx, c.available.Add(cfg0.EpochLease+cfg0.Skew+2*cfg0.RetryInterval)); err != nil {
+		return err
+	}
 	inc := c.nodes[home].Incarnation()
 	_ = c.nodes[home].Close(killed(ctx))
 	c.nodes[home] = nil
@@ -66,23 +74,70 @@ func (c *cluster) reclaim(ctx context.Context, r *Report) error {
 // rehome kills a node (Close with a context already cancelled: no drain, no
 // release, no handoff) and measures until a key it was home for is granted
 // by its new home. Nothing held the key, so the grant must come from the new
-// home, after failure detection, DownAfter, agreement and the key's
-// activation gate (no Drained can come from a dead home).
+// home, after detection and the key's activation gate (no Drained can come
+// from a dead home). Detection is measured too, as the moment node 0 learns
+// an epoch without the killed node (memberlist's failure detection, then
+// DownAfter, then agreement): the target is detection + EpochLease + Skew,
+// plus the grant's own latency.
 func (c *cluster) rehome(ctx context.Context, r *Report) error {
 	victim := len(c.nodes) - 1
 	next := 0
 	key := c.keyHomedAt(c.ring(0), c.nodes[victim].ID(), false, "rehome", &next)
+	gone := c.nodes[victim].ID()
 	start := time.Now()
 	_ = c.nodes[victim].Close(killed(ctx))
 	c.nodes[victim] = nil
+	detected := make(chan time.Time, 1)
+	go func() { detected <- c.epochWithout(ctx, 0, gone) }()
 	at, err := c.lockUntil(ctx, 0, key)
+	agreed := <-detected
 	if err != nil {
 		return err
 	}
+	if agreed.IsZero() {
+		return fmt.Errorf("node 0 never learned an epoch without %s", gone)
+	}
 	cfg := c.cfgs[0]
 	r.RehomeMs = float64(at.Sub(start).Microseconds()) / 1000
-	r.RehomeBoundMs = float64((cfg.DownAfter + cfg.EpochLease + cfg.Skew + gossipDetection).Milliseconds())
+	r.RehomeDetectMs = float64(agreed.Sub(start).Microseconds()) / 1000
+	// The new home's gate ends exactly at detection + EpochLease + Skew (as
+	// it learned the epoch), so a grant can only follow it: the bound allows
+	// the grant's own latency, one RetryInterval.
+	r.RehomeBoundMs = float64((agreed.Sub(start) + cfg.EpochLease + cfg.Skew + cfg.RetryInterval).Microseconds()) / 1000
 	return nil
+}
+
+// epochWithout polls node i until its learned epoch no longer has member id,
+// and returns when it saw that (zero if ctx ended first).
+func (c *cluster) epochWithout(ctx context.Context, i int, id string) time.Time {
+	t := time.NewTicker(2 * time.Millisecond)
+	defer t.Stop()
+	for {
+		st := c.nodes[i].Status()
+		if st.Epoch > 0 && !slices.ContainsFunc(st.Members, func(m homelock.MemberStatus) bool { return m.ID == id }) {
+			return time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}
+		case <-t.C:
+		}
+	}
+}
+
+func sleepUntil(ctx context.Context, t time.Time) error {
+	d := time.Until(t)
+	if d <= 0 {
+		return nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
 }
 
 // killed is a context already done: Close given it is a kill (no drain, no
@@ -92,10 +147,6 @@ func killed(ctx context.Context) context.Context {
 	cancel()
 	return k
 }
-
-// gossipDetection is memberlist's time to declare a stopped member dead with
-// transport.LocalTimings (probe, suspicion); DownAfter counts from there.
-const gossipDetection = 3 * time.Second
 
 // idleDelegations holds count delegations on one node and measures the heap
 // each costs. A single node with long leases: keys homed there, so both the

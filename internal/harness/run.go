@@ -147,7 +147,7 @@ func setUnmeasured(r *Report) {
 		&r.ManyKeysOpsPerS, &r.ManyKeysUsP50, &r.ManyKeysUsP99, &r.ManyKeysLockOnlyOpsPerS, &r.ManyKeysLockOnlyUsP50,
 		&r.HotKeyHoldUsP50, &r.HotKeyGapUsP50, &r.MsgsPerAcquisition, &r.BytesPerAcquisition,
 		&r.MsgsPerHandoff, &r.BytesPerHandoff, &r.StoreWritesPerSOff, &r.StoreWritesPerSIdle, &r.StoreWritesPerSLocking,
-		&r.FeatureOffRatio, &r.ReclaimMs, &r.RehomeMs, &r.RehomeBoundMs, &r.BytesPerIdleDelegation, &r.IdleDelegations} {
+		&r.FeatureOffRatio, &r.ReclaimMs, &r.RehomeMs, &r.RehomeDetectMs, &r.RehomeBoundMs, &r.BytesPerIdleDelegation, &r.IdleDelegations} {
 		*p = -1
 	}
 }
