@@ -65,6 +65,21 @@ func (h *Handle) Scope() Scope { return h.scope }
 // Expires is when the lease ends on this node's lease clock (Config.Clock).
 func (h *Handle) Expires() time.Time { return bootEpoch.Add(time.Duration(h.expires.Load())) }
 
+// Remaining is how long the critical section may still run on this node's
+// lease clock: 0 once Valid fails. A process that holds the lock on behalf
+// of another (homelock lock's command) hands this on, so that the other can
+// stop in time when this node goes silent.
+func (h *Handle) Remaining() time.Duration {
+	if h.Valid() != nil {
+		return 0
+	}
+	exp := h.expires.Load()
+	if exp == math.MaxInt64 {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(exp - int64(h.n.clock.Now().Sub(bootEpoch)))
+}
+
 // Valid returns nil while the critical section may still commit, and an
 // error wrapping ErrLeaseExpired once its lease ran out on this node's clock,
 // it was revoked (its delegation lost), or it was unlocked.

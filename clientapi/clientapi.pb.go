@@ -33,6 +33,7 @@ const (
 	LockEvent_KIND_ACQUIRED    LockEvent_Kind = 1
 	LockEvent_KIND_LOST        LockEvent_Kind = 2
 	LockEvent_KIND_RELEASED    LockEvent_Kind = 3
+	LockEvent_KIND_VALID       LockEvent_Kind = 4
 )
 
 // Enum value maps for LockEvent_Kind.
@@ -42,12 +43,14 @@ var (
 		1: "KIND_ACQUIRED",
 		2: "KIND_LOST",
 		3: "KIND_RELEASED",
+		4: "KIND_VALID",
 	}
 	LockEvent_Kind_value = map[string]int32{
 		"KIND_UNSPECIFIED": 0,
 		"KIND_ACQUIRED":    1,
 		"KIND_LOST":        2,
 		"KIND_RELEASED":    3,
+		"KIND_VALID":       4,
 	}
 )
 
@@ -88,7 +91,9 @@ type LockRequest struct {
 	// try fails at once rather than queue behind a holder.
 	Try bool `protobuf:"varint,4,opt,name=try,proto3" json:"try,omitempty"`
 	// node_scope takes a node-local lock with no cluster guarantee.
-	NodeScope     bool `protobuf:"varint,5,opt,name=node_scope,json=nodeScope,proto3" json:"node_scope,omitempty"`
+	NodeScope bool `protobuf:"varint,5,opt,name=node_scope,json=nodeScope,proto3" json:"node_scope,omitempty"`
+	// ping, in a LockRequest after the first, asks for a VALID event.
+	Ping          uint64 `protobuf:"varint,6,opt,name=ping,proto3" json:"ping,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -158,14 +163,26 @@ func (x *LockRequest) GetNodeScope() bool {
 	return false
 }
 
+func (x *LockRequest) GetPing() uint64 {
+	if x != nil {
+		return x.Ping
+	}
+	return 0
+}
+
 type LockEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Kind  LockEvent_Kind         `protobuf:"varint,1,opt,name=kind,proto3,enum=homelock.client.v1.LockEvent_Kind" json:"kind,omitempty"`
 	// token is the fencing token's text form (e12.i3.c8842).
 	Token string `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
 	// grant is the signed lockGrant.v1, if the node signs grants.
-	Grant         []byte `protobuf:"bytes,3,opt,name=grant,proto3" json:"grant,omitempty"`
-	Detail        string `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
+	Grant  []byte `protobuf:"bytes,3,opt,name=grant,proto3" json:"grant,omitempty"`
+	Detail string `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
+	// ping is the LockRequest's ping a VALID event answers.
+	Ping uint64 `protobuf:"varint,5,opt,name=ping,proto3" json:"ping,omitempty"`
+	// valid_for_nanos (ACQUIRED, VALID) is how long the critical section may
+	// still run, on the node's lease clock, as of when the event was made.
+	ValidForNanos int64 `protobuf:"varint,6,opt,name=valid_for_nanos,json=validForNanos,proto3" json:"valid_for_nanos,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -226,6 +243,20 @@ func (x *LockEvent) GetDetail() string {
 		return x.Detail
 	}
 	return ""
+}
+
+func (x *LockEvent) GetPing() uint64 {
+	if x != nil {
+		return x.Ping
+	}
+	return 0
+}
+
+func (x *LockEvent) GetValidForNanos() int64 {
+	if x != nil {
+		return x.ValidForNanos
+	}
+	return 0
 }
 
 type StatusRequest struct {
@@ -313,7 +344,7 @@ var File_clientapi_proto protoreflect.FileDescriptor
 
 const file_clientapi_proto_rawDesc = "" +
 	"\n" +
-	"\x0fclientapi.proto\x12\x12homelock.client.v1\"\x90\x01\n" +
+	"\x0fclientapi.proto\x12\x12homelock.client.v1\"\xa4\x01\n" +
 	"\vLockRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1f\n" +
 	"\vlease_nanos\x18\x02 \x01(\x03R\n" +
@@ -322,17 +353,22 @@ const file_clientapi_proto_rawDesc = "" +
 	"wait_nanos\x18\x03 \x01(\x03R\twaitNanos\x12\x10\n" +
 	"\x03try\x18\x04 \x01(\bR\x03try\x12\x1d\n" +
 	"\n" +
-	"node_scope\x18\x05 \x01(\bR\tnodeScope\"\xda\x01\n" +
+	"node_scope\x18\x05 \x01(\bR\tnodeScope\x12\x12\n" +
+	"\x04ping\x18\x06 \x01(\x04R\x04ping\"\xa6\x02\n" +
 	"\tLockEvent\x126\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\".homelock.client.v1.LockEvent.KindR\x04kind\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\x12\x14\n" +
 	"\x05grant\x18\x03 \x01(\fR\x05grant\x12\x16\n" +
-	"\x06detail\x18\x04 \x01(\tR\x06detail\"Q\n" +
+	"\x06detail\x18\x04 \x01(\tR\x06detail\x12\x12\n" +
+	"\x04ping\x18\x05 \x01(\x04R\x04ping\x12&\n" +
+	"\x0fvalid_for_nanos\x18\x06 \x01(\x03R\rvalidForNanos\"a\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rKIND_ACQUIRED\x10\x01\x12\r\n" +
 	"\tKIND_LOST\x10\x02\x12\x11\n" +
-	"\rKIND_RELEASED\x10\x03\"\x0f\n" +
+	"\rKIND_RELEASED\x10\x03\x12\x0e\n" +
+	"\n" +
+	"KIND_VALID\x10\x04\"\x0f\n" +
 	"\rStatusRequest\"$\n" +
 	"\x0eStatusResponse\x12\x12\n" +
 	"\x04json\x18\x01 \x01(\tR\x04json2\xa5\x01\n" +

@@ -54,31 +54,52 @@ func (s *Server) Lock(stream Client_LockServer) error {
 		return ToStatus(err)
 	}
 	defer h.Unlock()
-	if err := stream.Send(&LockEvent{Kind: LockEvent_KIND_ACQUIRED, Token: h.Token().String(), Grant: h.Grant()}); err != nil {
+	acquired := &LockEvent{Kind: LockEvent_KIND_ACQUIRED, Token: h.Token().String(), Grant: h.Grant(),
+		ValidForNanos: int64(h.Remaining())}
+	if err := stream.Send(acquired); err != nil {
 		return err
 	}
-	// The client ends the critical section by closing its side.
+	// The client ends the critical section by closing its side; until then
+	// it pings for the lease's remaining time. Sends stay on this goroutine
+	// (a stream allows one sender).
+	pings := make(chan uint64, 1)
 	closed := make(chan error, 1)
 	go func() {
 		for {
-			if _, err := stream.Recv(); err != nil {
+			m, err := stream.Recv()
+			if err != nil {
 				closed <- err
 				return
 			}
+			if p := m.GetPing(); p != 0 {
+				select {
+				case pings <- p:
+				case <-ctx.Done():
+				}
+			}
 		}
 	}()
-	select {
-	case <-h.Done():
-		detail := "lease lost"
-		if err := h.Valid(); err != nil {
-			detail = err.Error()
+	for {
+		select {
+		case <-h.Done():
+			detail := "lease lost"
+			if err := h.Valid(); err != nil {
+				detail = err.Error()
+			}
+			_ = stream.Send(&LockEvent{Kind: LockEvent_KIND_LOST, Token: h.Token().String(), Detail: detail})
+			return nil
+		case p := <-pings:
+			if err := stream.Send(&LockEvent{Kind: LockEvent_KIND_VALID, Token: h.Token().String(), Ping: p,
+				ValidForNanos: int64(h.Remaining())}); err != nil {
+				return err
+			}
+			continue
+		case err := <-closed:
+			if !errors.Is(err, io.EOF) {
+				return err // cancelled: the deferred Unlock releases
+			}
 		}
-		_ = stream.Send(&LockEvent{Kind: LockEvent_KIND_LOST, Token: h.Token().String(), Detail: detail})
-		return nil
-	case err := <-closed:
-		if !errors.Is(err, io.EOF) {
-			return err // cancelled: the deferred Unlock releases
-		}
+		break
 	}
 	if err := h.Unlock(); err != nil {
 		return stream.Send(&LockEvent{Kind: LockEvent_KIND_LOST, Token: h.Token().String(), Detail: err.Error()})

@@ -30,15 +30,17 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 Holds the cluster lock NAME while COMMAND runs, like flock(1) and
 "etcdctl lock". The fencing token is in the environment as HOMELOCK_TOKEN
 (and the key as HOMELOCK_KEY). If the lease is lost, COMMAND gets SIGTERM
-and, after --kill-after, SIGKILL. Exits with COMMAND's status; 1 if the lock
-could not be taken (2 for usage errors).
+and, after --kill-after, SIGKILL. The lease is also kept on this process's
+own clock, so a node that goes silent (paused, cut off) cannot leave COMMAND
+running past it. Exits with COMMAND's status; 1 if the lock could not be
+taken or was lost (2 for usage errors).
 
 Flags:
 `)
 		fs.PrintDefaults()
 	}
 	node := fs.String("node", defaultAPIAddr, "client API address of a homelock node")
-	lease := fs.Duration("lease", 0, "bound the critical section (0: renewed while the command runs)")
+	leaseFlag := fs.Duration("lease", 0, "bound the critical section (0: renewed while the command runs)")
 	wait := fs.Duration("wait", 0, "give up after waiting this long (0: the node's default)")
 	try := fs.Bool("try", false, "fail at once if the lock is held")
 	killAfter := fs.Duration("kill-after", 5*time.Second, "SIGKILL this long after SIGTERM")
@@ -74,7 +76,9 @@ Flags:
 		fmt.Fprintf(stderr, "homelock lock: %s: %v\n", *node, err)
 		return 1
 	}
-	req := &clientapi.LockRequest{Key: name, LeaseNanos: int64(*lease), WaitNanos: int64(*wait), Try: *try}
+	req := &clientapi.LockRequest{Key: name, LeaseNanos: int64(*leaseFlag), WaitNanos: int64(*wait), Try: *try}
+	lease := newClientLease()
+	requested := time.Now()
 	if err := stream.Send(req); err != nil {
 		fmt.Fprintf(stderr, "homelock lock: %s: %v\n", *node, err)
 		return 1
@@ -85,6 +89,53 @@ Flags:
 		return 1
 	}
 	token := ev.GetToken()
+	validFor := time.Duration(ev.GetValidForNanos())
+	lease.extend(requested, validFor)
+
+	// One goroutine reads the node's events, one pings for validity; sends
+	// (pings, and the CloseSend that unlocks) share a mutex, as a stream
+	// allows one sender at a time.
+	lost := make(chan string, 1)
+	firstValid := make(chan struct{})
+	go func() {
+		var once sync.Once
+		for {
+			ev, err := stream.Recv()
+			if err == nil && ev.GetKind() == clientapi.LockEvent_KIND_VALID {
+				lease.answered(ev.GetPing(), time.Duration(ev.GetValidForNanos()))
+				once.Do(func() { close(firstValid) })
+				continue
+			}
+			lost <- describe(err, ev)
+			return
+		}
+	}()
+	var sendMu sync.Mutex
+	ping := func() error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return stream.Send(&clientapi.LockRequest{Ping: lease.ping(time.Now())})
+	}
+	// Counted from the request, the validity may be nearly spent after a
+	// long wait. One ping, counted from now, gives the command its real
+	// lease before it starts (nothing runs meanwhile, so waiting is safe).
+	if err := ping(); err != nil {
+		fmt.Fprintf(stderr, "homelock lock: %s: %v\n", name, err)
+		return 1
+	}
+	confirm := time.NewTimer(max(validFor, time.Second))
+	select {
+	case <-firstValid:
+		confirm.Stop()
+	case why := <-lost:
+		fmt.Fprintf(stderr, "homelock lock: %s: lock lost before the command started (%s)\n", name, why)
+		return 1
+	case <-confirm.C:
+		fmt.Fprintf(stderr, "homelock lock: %s: lock lost before the command started (no word from the node)\n", name)
+		return 1
+	}
+	ranOut := make(chan string, 1)
+	go watchLease(ctx, lease, ranOut)
 
 	// The command's output and ours interleave on one writer: serialise them
 	// (and hide a bytes.Buffer's ReadFrom, which a concurrent Write races).
@@ -101,36 +152,77 @@ Flags:
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	lost := make(chan string, 1)
+	stopPings := make(chan struct{})
+	pinged := make(chan struct{})
 	go func() {
-		ev, err := stream.Recv()
-		lost <- describe(err, ev)
+		defer close(pinged)
+		t := time.NewTicker(pingEvery(validFor))
+		defer t.Stop()
+		for {
+			select {
+			case <-stopPings:
+				return
+			case <-t.C:
+			}
+			if ping() != nil {
+				return // the stream ended: the reader reports why
+			}
+		}
 	}()
-
+	unlock := func() {
+		close(stopPings)
+		<-pinged
+		sendMu.Lock()
+		_ = stream.CloseSend()
+		sendMu.Unlock()
+	}
 	var waitErr error
+	var why string
 	select {
 	case waitErr = <-exited:
-		_ = stream.CloseSend() // unlock
+		unlock()
 		select {
 		case <-lost: // RELEASED, or the stream ended
 		case <-time.After(5 * time.Second):
 		}
-	case why := <-lost:
-		fmt.Fprintf(stderr, "homelock lock: %s: lock lost (%s); stopping the command\n", name, why)
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case waitErr = <-exited:
-		case <-time.After(*killAfter):
-			_ = cmd.Process.Kill()
-			waitErr = <-exited
-		}
-		if waitErr == nil {
-			// The command finished as the lease ran out: its work may not
-			// have counted. Say so in the status.
-			return 1
-		}
+		return exitCode(waitErr)
+	case why = <-lost:
+	case why = <-ranOut:
+	}
+	fmt.Fprintf(stderr, "homelock lock: %s: lock lost (%s); stopping the command\n", name, why)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case waitErr = <-exited:
+	case <-time.After(*killAfter):
+		_ = cmd.Process.Kill()
+		waitErr = <-exited
+	}
+	if waitErr == nil {
+		// The command finished as the lease ran out: its work may not
+		// have counted. Say so in the status.
+		return 1
 	}
 	return exitCode(waitErr)
+}
+
+// watchLease reports on ranOut once the lease's deadline passes on this
+// process's clock without the node having extended it (ctx ends it).
+func watchLease(ctx context.Context, lease *clientLease, ranOut chan<- string) {
+	t := time.NewTimer(time.Until(lease.until()))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if left := time.Until(lease.until()); left > 0 {
+			t.Reset(left)
+			continue
+		}
+		ranOut <- "its lease ran out on this client's clock with no word from the node"
+		return
+	}
 }
 
 // describe says why a Lock stream ended or what it sent.

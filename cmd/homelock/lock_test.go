@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,11 +19,16 @@ import (
 )
 
 // fakeNode is a client API server that grants every lock with a fixed token
-// and, if loseAfter is set, reports the lease lost after that long.
+// valid for validFor (1s if zero), answers pings with that validity (all if
+// answerPings is 0, else only the first answerPings, none if negative: then
+// it is silent, a paused node), and, if loseAfter is set, reports the lease
+// lost after that long.
 type fakeNode struct {
 	clientapi.UnimplementedClientServer
-	loseAfter time.Duration
-	released  chan string
+	loseAfter   time.Duration
+	validFor    time.Duration
+	answerPings int
+	released    chan string
 }
 
 func (f *fakeNode) Lock(s clientapi.Client_LockServer) error {
@@ -29,21 +36,42 @@ func (f *fakeNode) Lock(s clientapi.Client_LockServer) error {
 	if err != nil {
 		return err
 	}
-	if err := s.Send(&clientapi.LockEvent{Kind: clientapi.LockEvent_KIND_ACQUIRED, Token: "e1.i2.c3"}); err != nil {
+	valid := int64(cmp.Or(f.validFor, time.Second))
+	var sendMu sync.Mutex
+	send := func(ev *clientapi.LockEvent) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return s.Send(ev)
+	}
+	if err := send(&clientapi.LockEvent{Kind: clientapi.LockEvent_KIND_ACQUIRED, Token: "e1.i2.c3", ValidForNanos: valid}); err != nil {
 		return err
 	}
 	closed := make(chan error, 1)
-	go func() { _, err := s.Recv(); closed <- err }()
+	go func() {
+		for answered := 0; ; {
+			m, err := s.Recv()
+			if err != nil {
+				closed <- err
+				return
+			}
+			if m.GetPing() != 0 && (f.answerPings == 0 || answered < f.answerPings) {
+				answered++
+				_ = send(&clientapi.LockEvent{Kind: clientapi.LockEvent_KIND_VALID, Ping: m.GetPing(), ValidForNanos: valid})
+			}
+		}
+	}()
 	var lose <-chan time.Time
 	if f.loseAfter > 0 {
 		lose = time.After(f.loseAfter)
 	}
 	select {
 	case <-closed:
-		f.released <- req.GetKey()
-		return s.Send(&clientapi.LockEvent{Kind: clientapi.LockEvent_KIND_RELEASED})
+		if f.released != nil {
+			f.released <- req.GetKey()
+		}
+		return send(&clientapi.LockEvent{Kind: clientapi.LockEvent_KIND_RELEASED})
 	case <-lose:
-		return s.Send(&clientapi.LockEvent{Kind: clientapi.LockEvent_KIND_LOST, Detail: "lease ran out"})
+		return send(&clientapi.LockEvent{Kind: clientapi.LockEvent_KIND_LOST, Detail: "lease ran out"})
 	}
 }
 
@@ -98,6 +126,53 @@ func TestLockStopsCommandWhenLeaseLost(t *testing.T) {
 	errOut.Reset()
 	code = run([]string{"lock", "k", "--node", addr, "--kill-after", "300ms", "--", "sh", "-c", `trap "" TERM; sleep 30`}, &out, &errOut)
 	require.Equal(t, 128+9, code, errOut.String())
+}
+
+// A node that goes silent (paused, cut off) sends no LOST: the command is
+// stopped when the validity it last reported runs out on the client's clock,
+// and not before while the node keeps answering pings.
+func TestLockKeepsTheLeaseOnItsOwnClock(t *testing.T) {
+	answering := serveFake(t, &fakeNode{validFor: 150 * time.Millisecond})
+	var out, errOut bytes.Buffer
+	require.Equal(t, 0, run([]string{"lock", "k", "--node", answering, "--", "sleep", "0.6"}, &out, &errOut),
+		"pings kept a 150ms validity alive for 600ms: %s", errOut.String())
+
+	silent := serveFake(t, &fakeNode{validFor: 300 * time.Millisecond, answerPings: 1})
+	errOut.Reset()
+	start := time.Now()
+	code := run([]string{"lock", "k", "--node", silent, "--kill-after", "1s", "--", "sleep", "30"}, &out, &errOut)
+	took := time.Since(start)
+	require.Equal(t, 128+15, code, errOut.String()) // SIGTERM
+	require.Contains(t, errOut.String(), "no word from the node")
+	require.Less(t, took, 300*time.Millisecond+5*time.Second)
+	require.GreaterOrEqual(t, took, 280*time.Millisecond, "stopped before the validity ran out")
+
+	// A node that never confirms the lease: the command does not start.
+	mute := serveFake(t, &fakeNode{validFor: 100 * time.Millisecond, answerPings: -1})
+	errOut.Reset()
+	out.Reset()
+	code = run([]string{"lock", "k", "--node", mute, "--", "echo", "ran"}, &out, &errOut)
+	require.Equal(t, 1, code, errOut.String())
+	require.Empty(t, out.String(), "the command ran without a confirmed lease")
+	require.Contains(t, errOut.String(), "before the command started")
+}
+
+func TestClientLease(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	l := newClientLease()
+	require.True(t, l.until().IsZero())
+	l.extend(t0, time.Second)
+	require.Equal(t, t0.Add(990*time.Millisecond), l.until(), "counted from the send, less drift")
+	p1 := l.ping(t0.Add(100 * time.Millisecond))
+	p2 := l.ping(t0.Add(200 * time.Millisecond))
+	l.answered(p2, time.Second)
+	require.Equal(t, t0.Add(1190*time.Millisecond), l.until(), "from ping 2's send")
+	l.answered(p1, 5*time.Second)
+	require.Equal(t, t0.Add(1190*time.Millisecond), l.until(), "an answer to an older ping is dropped")
+	l.answered(99, time.Hour)
+	require.Equal(t, t0.Add(1190*time.Millisecond), l.until(), "an unknown ping is ignored")
+	l.extend(t0, 0)
+	require.Equal(t, t0.Add(1190*time.Millisecond), l.until(), "nothing valid extends nothing")
 }
 
 func TestLockUsage(t *testing.T) {
