@@ -27,7 +27,7 @@ func (m *Machine) Lock(now time.Time, key string, locker uint64, deadline time.T
 	}
 	ks := m.keys[key]
 	if ks == nil {
-		ks = &keyState{left: -1}
+		ks = &keyState{key: key, left: -1}
 		m.keys[key] = ks
 	}
 	ks.queue = append(ks.queue, localWaiter{locker: locker, deadline: deadline, lease: lease})
@@ -109,11 +109,9 @@ func (m *Machine) admit(now time.Time, key string, ks *keyState, locker uint64, 
 		ks.left--
 	}
 	m.stats.Admissions++
-	if ks.wake.IsZero() || end.Before(ks.wake) {
-		m.schedule(key, ks, end)
-	}
+	m.schedule(ks, end)
 	if m.needsRenew(now, ks) {
-		m.schedule(key, ks, now)
+		m.schedule(ks, now)
 	}
 	return Event{Kind: Admitted, Key: key, Locker: locker, Token: ks.token, Expires: end, Signed: ks.signed}
 }

@@ -21,7 +21,7 @@ type Machine struct {
 	mixed  string
 	keys   map[string]*keyState
 	seq    uint64
-	timers deadline.Heap
+	timers deadline.Heap[keyState]
 	stats  Stats
 	out    Output
 }
@@ -36,7 +36,10 @@ const (
 )
 
 type keyState struct {
+	key   string
 	phase phase
+	// pos is the key's place in Machine.timers.
+	pos uint32
 
 	// The outstanding request (phase requested).
 	req        msg.RequestID
@@ -76,8 +79,6 @@ type keyState struct {
 	active *handle // nil, or &slot
 	slot   handle
 	queue  []localWaiter
-
-	wake time.Time
 }
 
 type handle struct {
@@ -93,7 +94,8 @@ type localWaiter struct {
 
 // New returns a holder for incarnation cfg.Inc.
 func New(cfg Config) *Machine {
-	return &Machine{cfg: cfg, keys: make(map[string]*keyState)}
+	return &Machine{cfg: cfg, keys: make(map[string]*keyState),
+		timers: deadline.NewHeap(func(ks *keyState) *uint32 { return &ks.pos })}
 }
 
 // Ready returns what the inputs since the last call asked for and resets it.
@@ -169,27 +171,23 @@ func (m *Machine) Mixed() string { return m.mixed }
 // Tick runs what is due at now.
 func (m *Machine) Tick(now time.Time) {
 	for {
-		key, ok := m.timers.PopDue(now)
+		ks, ok := m.timers.PopDue(deadline.At(now))
 		if !ok {
 			return
 		}
-		if ks := m.keys[key]; ks != nil {
-			ks.wake = time.Time{}
-			m.service(now, key, ks)
+		// A forgotten state leaves the heap; should one ever be scheduled
+		// after that, it must not be served in place of the key's live one.
+		if m.keys[ks.key] == ks {
+			m.service(now, ks.key, ks)
 		}
 	}
 }
 
 // NextDeadline is when Tick next has work; zero when none.
-func (m *Machine) NextDeadline() time.Time { return m.timers.Next() }
+func (m *Machine) NextDeadline() time.Time { return m.timers.Next().Time() }
 
-func (m *Machine) schedule(key string, ks *keyState, at time.Time) {
-	if at.IsZero() || (!ks.wake.IsZero() && !ks.wake.After(at)) {
-		return
-	}
-	ks.wake = at
-	m.timers.Add(at, key)
-}
+// schedule makes sure ks is served at or before at.
+func (m *Machine) schedule(ks *keyState, at time.Time) { m.timers.Add(ks, deadline.At(at)) }
 
 // Stats returns the holder's counters.
 func (m *Machine) Stats() Stats {

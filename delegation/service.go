@@ -114,7 +114,7 @@ func (m *Machine) reschedule(now time.Time, key string, ks *keyState) {
 	if !at.After(now) {
 		at = now.Add(time.Nanosecond)
 	}
-	m.schedule(key, ks, at)
+	m.schedule(ks, at)
 }
 
 // maybeForget drops an idle key once a repeated Recall for its last token can
@@ -123,9 +123,10 @@ func (m *Machine) maybeForget(now time.Time, key string, ks *keyState) {
 	keep := 2 * m.cfg.Lease
 	if ks.releasedAt.IsZero() || now.Sub(ks.releasedAt) >= keep {
 		delete(m.keys, key)
+		m.timers.Remove(ks)
 		return
 	}
-	m.schedule(key, ks, ks.releasedAt.Add(keep))
+	m.schedule(ks, ks.releasedAt.Add(keep))
 }
 
 func later(a, b time.Time) time.Time {

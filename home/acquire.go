@@ -108,13 +108,13 @@ func (m *Machine) serve(now time.Time, key string, ke *entry) msg.WaitReason {
 			m.stats.Recalls++
 			m.send(d.holder.ID, msg.Recall{Key: key, Token: d.token})
 		}
-		m.schedule(key, ke, d.expires)
+		m.schedule(ke, d.expires)
 		reason = msg.WaitHolder
 	case len(ke.waiters) > 0:
 		reason = m.tryGrant(now, key, ke)
 	}
 	if len(ke.waiters) > 0 {
-		m.schedule(key, ke, ke.waiters[0].lastHeard.Add(StaleWaiters*m.cfg.RetryInterval))
+		m.schedule(ke, ke.waiters[0].lastHeard.Add(StaleWaiters*m.cfg.RetryInterval))
 	}
 	m.gc(now, key, ke)
 	return reason
@@ -146,7 +146,7 @@ func (m *Machine) dropStaleWaiters(now time.Time, ke *entry) {
 // allow, and says what blocks it otherwise.
 func (m *Machine) tryGrant(now time.Time, key string, ke *entry) msg.WaitReason {
 	if gate, from := m.gateFor(key, ke); gate.After(now) {
-		m.schedule(key, ke, gate)
+		m.schedule(ke, gate)
 		m.queryDrain(now, key, ke, from)
 		return msg.WaitGate
 	}
@@ -210,7 +210,7 @@ func (m *Machine) grant(now time.Time, key string, ke *entry, w *waiter) {
 	// A contended grant already tells the holder to drain after one critical
 	// section; no separate Recall is needed for the waiters queued now.
 	d.recalled = d.contended
-	m.schedule(key, ke, d.expires)
+	m.schedule(ke, d.expires)
 }
 
 func (m *Machine) sendGrant(key string, d *delegation) {
@@ -282,5 +282,5 @@ func (m *Machine) Renew(now time.Time, env msg.Envelope, r msg.Renew) {
 	d.expires = later(d.expires, now.Add(lease+m.cfg.Skew))
 	d.lease = lease
 	m.send(env.From.ID, msg.RenewReply{Key: r.Key, Token: r.Token, Attempt: r.Attempt, OK: true, Lease: lease})
-	m.schedule(r.Key, ke, d.expires)
+	m.schedule(ke, d.expires)
 }

@@ -124,7 +124,7 @@ func (m *Machine) answerQueries(now time.Time, key string, ke *entry) {
 			p.answered = now
 			m.send(p.from, msg.GateRemaining{Key: key, From: q.From, To: q.To, ReceiverInc: q.ReceiverInc, Remaining: wait})
 		}
-		m.schedule(key, ke, now.Add(wait))
+		m.schedule(ke, now.Add(wait))
 		kept = append(kept, p)
 	}
 	ke.queries = kept
@@ -195,5 +195,5 @@ func (m *Machine) GateRemaining(now time.Time, g msg.GateRemaining) {
 	}
 	ke.queryAt = now.Add(g.Remaining)
 	ke.lastQuery = time.Time{}
-	m.schedule(g.Key, ke, ke.queryAt)
+	m.schedule(ke, ke.queryAt)
 }

@@ -44,7 +44,7 @@ type Machine struct {
 	markerWritten map[uint64]bool
 
 	keys    map[string]*entry
-	timers  deadline.Heap
+	timers  deadline.Heap[entry]
 	counter uint64
 	live    int
 	byHold  map[msg.NodeID]int
@@ -63,6 +63,7 @@ func New(cfg Config, now time.Time, learned *epoch.Learned, marker bool) *Machin
 		cfg:           cfg,
 		start:         now,
 		keys:          make(map[string]*entry),
+		timers:        deadline.NewHeap(func(ke *entry) *uint32 { return &ke.pos }),
 		byHold:        make(map[msg.NodeID]int),
 		needLiveness:  make(map[string]struct{}),
 		markerWritten: make(map[uint64]bool),
@@ -161,13 +162,14 @@ func (m *Machine) restartGateEnd() time.Time {
 // DrainQuery and reclaim resends, gate-passed markers.
 func (m *Machine) Tick(now time.Time) {
 	for {
-		key, ok := m.timers.PopDue(now)
+		ke, ok := m.timers.PopDue(deadline.At(now))
 		if !ok {
 			break
 		}
-		if ke := m.keys[key]; ke != nil {
-			ke.wake = time.Time{}
-			m.serve(now, key, ke)
+		// A forgotten entry leaves the heap; should one ever be scheduled
+		// after that, it must not be served in place of the key's live one.
+		if m.keys[ke.key] == ke {
+			m.serve(now, ke.key, ke)
 		}
 	}
 	m.tickReclaim(now)
@@ -176,7 +178,7 @@ func (m *Machine) Tick(now time.Time) {
 
 // NextDeadline is when Tick next has work; zero when none.
 func (m *Machine) NextDeadline() time.Time {
-	d := m.timers.Next()
+	d := m.timers.Next().Time()
 	d = earliest(d, m.reclaimDeadline())
 	d = earliest(d, m.markerDeadline())
 	return d

@@ -10,6 +10,9 @@ import (
 // entry is the home's state for one key, kept only while needed: a live
 // delegation, waiters, a gate or drain in progress, or a barrier to hand on.
 type entry struct {
+	key string
+	// pos is the key's place in Machine.timers.
+	pos uint32
 	// D1: at most one live delegation per key.
 	deleg   *delegation
 	waiters []*waiter
@@ -23,7 +26,6 @@ type entry struct {
 	// lastQuery is when this node (as gated new home) last sent a DrainQuery.
 	lastQuery time.Time
 	queryAt   time.Time // do not re-query before (GateRemaining)
-	wake      time.Time
 	idleSince time.Time
 }
 
@@ -84,7 +86,7 @@ func (m *Machine) idleKeep() time.Duration { return 10 * m.cfg.MaxLease }
 func (m *Machine) entry(key string) *entry {
 	ke := m.keys[key]
 	if ke == nil {
-		ke = &entry{}
+		ke = &entry{key: key}
 		m.keys[key] = ke
 	}
 	return ke
@@ -124,7 +126,7 @@ func (m *Machine) gc(now time.Time, key string, ke *entry) {
 		return
 	}
 	if ke.barrier != nil && now.Sub(ke.idleSince) < m.idleKeep() {
-		m.schedule(key, ke, ke.idleSince.Add(m.idleKeep()))
+		m.schedule(ke, ke.idleSince.Add(m.idleKeep()))
 		return
 	}
 	if ke.drainedFor != 0 {
@@ -136,4 +138,5 @@ func (m *Machine) gc(now time.Time, key string, ke *entry) {
 	}
 	delete(m.keys, key)
 	delete(m.needLiveness, key)
+	m.timers.Remove(ke)
 }
