@@ -1,13 +1,17 @@
 package delegation
 
-import "time"
+import (
+	"time"
+
+	"github.com/homelock/homelock/internal/deadline"
+)
 
 // TryAdmit is the fast path: if this node holds key's delegation, nobody is
 // admitted or queued, and the lease has room, it admits locker at once with
 // zero messages and no allocation.
 func (m *Machine) TryAdmit(now time.Time, key string, locker uint64, lease time.Duration) (Event, bool) {
 	ks := m.keys[key]
-	if ks == nil || ks.active != nil || len(ks.queue) > 0 || !m.canAdmit(now, ks) {
+	if ks == nil || ks.active != 0 || len(ks.queue()) > 0 || !m.canAdmit(now, ks) {
 		return Event{}, false
 	}
 	m.stats.LocalFast++
@@ -30,7 +34,8 @@ func (m *Machine) Lock(now time.Time, key string, locker uint64, deadline time.T
 		ks = &keyState{key: key, left: -1}
 		m.keys[key] = ks
 	}
-	ks.queue = append(ks.queue, localWaiter{locker: locker, deadline: deadline, lease: lease})
+	x := ks.edit()
+	x.queue = append(x.queue, localWaiter{locker: locker, deadline: deadline, lease: lease})
 	m.service(now, key, ks)
 }
 
@@ -38,11 +43,11 @@ func (m *Machine) Lock(now time.Time, key string, locker uint64, deadline time.T
 // reports whether the fast path sufficed (nothing else to do).
 func (m *Machine) Unlock(now time.Time, key string, locker uint64) bool {
 	ks := m.keys[key]
-	if ks == nil || ks.active == nil || ks.active.locker != locker {
+	if ks == nil || ks.active == 0 || m.handle(ks).locker != locker {
 		return true
 	}
-	ks.active = nil
-	if len(ks.queue) == 0 && ks.left != 0 {
+	m.endActive(ks)
+	if len(ks.queue()) == 0 && ks.left != 0 {
 		return true
 	}
 	m.service(now, key, ks)
@@ -55,13 +60,13 @@ func (m *Machine) Unlock(now time.Time, key string, locker uint64) bool {
 // changes nothing and the caller uses Unlock with the current time.
 func (m *Machine) TryUnlock(key string, locker uint64) bool {
 	ks := m.keys[key]
-	if ks == nil || ks.active == nil || ks.active.locker != locker {
+	if ks == nil || ks.active == 0 || m.handle(ks).locker != locker {
 		return true
 	}
-	if len(ks.queue) > 0 || ks.left == 0 {
+	if len(ks.queue()) > 0 || ks.left == 0 {
 		return false
 	}
-	ks.active = nil
+	m.endActive(ks)
 	return true
 }
 
@@ -71,14 +76,15 @@ func (m *Machine) Cancel(now time.Time, key string, locker uint64) {
 	if ks == nil {
 		return
 	}
-	for i, w := range ks.queue {
+	for i, w := range ks.queue() {
 		if w.locker == locker {
-			ks.queue = append(ks.queue[:i], ks.queue[i+1:]...)
+			q := ks.queue()
+			ks.setQueue(append(q[:i], q[i+1:]...))
 			m.service(now, key, ks)
 			return
 		}
 	}
-	if ks.active != nil && ks.active.locker == locker {
+	if ks.active != 0 && m.handle(ks).locker == locker {
 		m.Unlock(now, key, locker)
 	}
 }
@@ -87,24 +93,24 @@ func (m *Machine) Cancel(now time.Time, key string, locker uint64) {
 // A holder whose renewal is outstanding near expiry is in OWNERSHIP_UNKNOWN
 // and admits nothing.
 func (m *Machine) canAdmit(now time.Time, ks *keyState) bool {
-	return ks.phase == held && ks.fresh && !ks.settling && ks.left != 0 && m.mixed == "" &&
-		ks.expires.Sub(now) > m.cfg.MinUseful
+	return ks.phase == held && ks.is(fresh) && !ks.is(settling) && ks.left != 0 && m.mixed == "" &&
+		ks.expires.Time().Sub(now) > m.cfg.MinUseful
 }
 
 func (m *Machine) admit(now time.Time, key string, ks *keyState, locker uint64, lease time.Duration) Event {
-	end := ks.expires
+	end := ks.expires.Time()
 	if lease > 0 && now.Add(lease).Before(end) {
 		end = now.Add(lease)
 	}
 	// Without its own lease a critical section follows the delegation, so a
 	// renewal extends it too (leaseEnd zero).
-	// The handle lives in the key's state: the fast path allocates nothing.
-	ks.slot = handle{locker: locker}
+	// The handle's slot is reused: the fast path allocates nothing.
+	h := handle{locker: locker}
 	if lease > 0 {
-		ks.slot.leaseEnd = now.Add(lease)
+		h.leaseEnd = deadline.At(now.Add(lease))
 	}
-	ks.active = &ks.slot
-	ks.admitted++
+	m.setActive(ks, h)
+	ks.set(admitted, true)
 	if ks.left > 0 {
 		ks.left--
 	}
@@ -113,13 +119,13 @@ func (m *Machine) admit(now time.Time, key string, ks *keyState, locker uint64, 
 	if m.needsRenew(now, ks) {
 		m.schedule(ks, now)
 	}
-	return Event{Kind: Admitted, Key: key, Locker: locker, Token: ks.token, Expires: end, Signed: ks.signed}
+	return Event{Kind: Admitted, Key: key, Locker: locker, Token: ks.token, Expires: end, Signed: ks.signed()}
 }
 
 // handleEnd is when the admitted critical section must stop.
-func (ks *keyState) handleEnd() time.Time {
-	if !ks.active.leaseEnd.IsZero() && ks.active.leaseEnd.Before(ks.expires) {
-		return ks.active.leaseEnd
+func (m *Machine) handleEnd(ks *keyState) time.Time {
+	if h := m.handle(ks); !h.leaseEnd.IsZero() && h.leaseEnd.Before(ks.expires) {
+		return h.leaseEnd.Time()
 	}
-	return ks.expires
+	return ks.expires.Time()
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/homelock/homelock/epoch"
 	"github.com/homelock/homelock/fence"
 	"github.com/homelock/homelock/internal/deadline"
+	"github.com/homelock/homelock/internal/peers"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -22,74 +23,13 @@ type Machine struct {
 	keys   map[string]*keyState
 	seq    uint64
 	timers deadline.Heap[keyState]
-	stats  Stats
-	out    Output
-}
-
-// phase of one key at this holder.
-type phase uint8
-
-const (
-	idle      phase = iota // no delegation, no request
-	requested              // an Acquire is outstanding
-	held                   // a delegation is held (maybe recalled, maybe settling)
-)
-
-type keyState struct {
-	key   string
-	phase phase
-	// pos is the key's place in Machine.timers.
-	pos uint32
-
-	// The outstanding request (phase requested).
-	req        msg.RequestID
-	target     msg.Member
-	attempts   attemptLog
-	nextSend   time.Time
-	waitReason msg.WaitReason
-	detail     string
-	// earlyRecall is a Recall that overtook its Grant (H6).
-	earlyRecall fence.Token
-
-	// The delegation (phase held).
-	token     fence.Token
-	issuer    msg.Member
-	issuerInc uint64
-	expires   time.Time // on this holder's clock, shortened by drift
-	lease     time.Duration
-	inherited []byte // barrier received with the grant
-	signed    []byte
-	fresh     bool // the store's wait hook returned for inherited
-	freshAsk  bool
-	admitted  int
-	// left is how many more critical sections may start (-1: unlimited); a
-	// contended grant allows one, a recall none.
-	left     int
-	settling bool
-	renews   attemptLog
-	renewAt  time.Time
-
-	// The last token released, to answer a repeated Recall with the same Release.
-	lastToken   fence.Token
-	lastBarrier []byte
-	lastSent    bool
-	releasedAt  time.Time
-
-	// Local lockers: the one admitted and those queued (FIFO).
-	active *handle // nil, or &slot
-	slot   handle
-	queue  []localWaiter
-}
-
-type handle struct {
-	locker   uint64
-	leaseEnd time.Time
-}
-
-type localWaiter struct {
-	locker   uint64
-	deadline time.Time
-	lease    time.Duration
+	// handles are the admitted critical sections (keyState.active), with
+	// the free slots to reuse.
+	handles     []handle
+	freeHandles []uint32
+	peers       peers.Table
+	stats       Stats
+	out         Output
 }
 
 // New returns a holder for incarnation cfg.Inc.
@@ -129,10 +69,10 @@ func (m *Machine) OnEpoch(now time.Time, e msg.Epoch) {
 	if m.mixed != "" {
 		for _, key := range deadline.SortedKeys(m.keys) {
 			ks := m.keys[key]
-			for _, w := range ks.queue {
+			for _, w := range ks.queue() {
 				m.event(Event{Kind: Failed, Key: key, Locker: w.locker, Reason: ReasonUnavailable, Detail: m.mixed})
 			}
-			ks.queue = nil
+			ks.setQueue(nil)
 			m.service(now, key, ks)
 		}
 		return
@@ -142,9 +82,10 @@ func (m *Machine) OnEpoch(now time.Time, e msg.Epoch) {
 		if ks == nil || ks.phase != requested {
 			continue
 		}
-		if h, ok := m.ring.Home(key); ok && !h.Same(ks.target) {
-			ks.target = h
-			ks.nextSend = now
+		if h, ok := m.ring.Home(key); ok && !h.Same(ks.more().target) {
+			x := ks.edit()
+			x.target = h
+			x.nextSend = now
 			m.service(now, key, ks)
 		}
 	}
@@ -186,9 +127,6 @@ func (m *Machine) Tick(now time.Time) {
 // NextDeadline is when Tick next has work; zero when none.
 func (m *Machine) NextDeadline() time.Time { return m.timers.Next().Time() }
 
-// schedule makes sure ks is served at or before at.
-func (m *Machine) schedule(ks *keyState, at time.Time) { m.timers.Add(ks, deadline.At(at)) }
-
 // Stats returns the holder's counters.
 func (m *Machine) Stats() Stats {
 	s := m.stats
@@ -199,7 +137,7 @@ func (m *Machine) Stats() Stats {
 		case requested:
 			s.Pending++
 		}
-		s.Deferred += len(ks.queue)
+		s.Deferred += len(ks.queue())
 	}
 	return s
 }
@@ -212,7 +150,7 @@ func (m *Machine) Holding(key string) (tok fence.Token, expires time.Time, activ
 	if ks == nil || ks.phase != held {
 		return fence.Token{}, time.Time{}, false, false
 	}
-	return ks.token, ks.expires, ks.active != nil, true
+	return ks.token, ks.expires.Time(), ks.active != 0, true
 }
 
 // HeldKeys lists, in order, the keys whose delegation this node holds.
