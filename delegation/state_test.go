@@ -1,10 +1,10 @@
 package delegation
 
 import (
-	"reflect"
 	"testing"
-	"time"
 	"unsafe"
+
+	"github.com/homelock/homelock/internal/zerotest"
 )
 
 // TestKeyStateSize holds the line on the holder's share of an idle
@@ -25,42 +25,9 @@ func TestKeyExtraEmpty(t *testing.T) {
 	if !new(keyExtra).empty() {
 		t.Fatal("the zero keyExtra is not empty")
 	}
-	typ := reflect.TypeFor[keyExtra]()
-	for i := range typ.NumField() {
-		x := new(keyExtra)
-		setNonZero(t, reflect.ValueOf(x).Elem().Field(i))
+	zerotest.EachField(t, func(field string, x *keyExtra) {
 		if x.empty() {
-			t.Errorf("keyExtra.empty misses field %s", typ.Field(i).Name)
+			t.Errorf("keyExtra.empty misses field %s", field)
 		}
-	}
-}
-
-var time1 = time.Unix(1, 0)
-
-// setNonZero makes v (maybe unexported) non-zero.
-func setNonZero(t *testing.T, v reflect.Value) {
-	t.Helper()
-	v = reflect.NewAt(v.Type(), unsafe.Pointer(v.UnsafeAddr())).Elem()
-	switch v.Kind() {
-	case reflect.Bool:
-		v.SetBool(true)
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		v.SetInt(1)
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		v.SetUint(1)
-	case reflect.String:
-		v.SetString("x")
-	case reflect.Slice:
-		v.Set(reflect.MakeSlice(v.Type(), 0, 0))
-	case reflect.Pointer:
-		v.Set(reflect.New(v.Type().Elem()))
-	case reflect.Struct:
-		if v.Type().String() == "time.Time" {
-			v.Set(reflect.ValueOf(time1))
-			return
-		}
-		setNonZero(t, v.Field(0))
-	default:
-		t.Fatalf("setNonZero: %s", v.Kind())
-	}
+	})
 }

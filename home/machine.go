@@ -6,6 +6,7 @@ import (
 	"github.com/homelock/homelock/epoch"
 	"github.com/homelock/homelock/fence"
 	"github.com/homelock/homelock/internal/deadline"
+	"github.com/homelock/homelock/internal/peers"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -50,6 +51,8 @@ type Machine struct {
 	byHold  map[msg.NodeID]int
 	// needLiveness holds keys whose head waiter waits only for liveness.
 	needLiveness map[string]struct{}
+	// peers are the holders the delegations name.
+	peers peers.Table
 
 	stats Stats
 	out   Output
@@ -228,7 +231,7 @@ func (m *Machine) Stats() Stats {
 	s := m.stats
 	s.Live = m.live
 	for _, ke := range m.keys {
-		s.Waiting += len(ke.waiters)
+		s.Waiting += len(ke.waiters())
 	}
 	return s
 }
@@ -236,10 +239,10 @@ func (m *Machine) Stats() Stats {
 // Holding returns the live delegation the home recorded for key, for checkers.
 func (m *Machine) Holding(key string) (fence.Token, msg.NodeID, bool) {
 	ke := m.keys[key]
-	if ke == nil || ke.deleg == nil {
+	if ke == nil || ke.deleg() == nil {
 		return fence.Token{}, "", false
 	}
-	return ke.deleg.token, ke.deleg.holder.ID, true
+	return ke.d.token, ke.d.holder.ID, true
 }
 
 // IsHome reports whether this node is key's home in its current epoch.

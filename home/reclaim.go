@@ -53,16 +53,19 @@ func (m *Machine) ReclaimAnswer(now time.Time, env msg.Envelope, a msg.ReclaimAn
 	delete(m.reclaimWait, env.From.ID)
 	for _, h := range a.Held {
 		ke := m.entry(h.Key)
-		if ke.deleg != nil && !ke.deleg.token.Less(h.Token) {
+		if ke.deleg() != nil && !ke.d.token.Less(h.Token) {
 			continue
 		}
-		if ke.deleg == nil {
+		if ke.deleg() == nil {
 			m.live++
 			m.byHold[env.From.ID]++
 		}
-		ke.deleg = &delegation{
-			holder: env.From, holderInc: env.FromInc, token: h.Token, lease: h.Remaining,
-			expires: now.Add(h.Remaining + m.cfg.Skew), barrier: h.Barrier,
+		m.setDeleg(ke, delegation{
+			holder: m.peers.Ref(env.From, env.FromInc), token: h.Token, lease: h.Remaining,
+			expires: deadline.At(now.Add(h.Remaining + m.cfg.Skew)),
+		}, h.Barrier, nil)
+		if ke.x != nil {
+			ke.x.idleSince, ke.x.waitedSince = time.Time{}, time.Time{}
 		}
 		m.stats.Adopted++
 		m.serve(now, h.Key, ke)
@@ -86,7 +89,7 @@ func (m *Machine) HolderRestarted(now time.Time, node msg.Member, inc uint64) {
 		if ke == nil {
 			continue
 		}
-		if d := ke.deleg; d != nil && d.holder.ID == node.ID && d.holderInc < inc {
+		if d := ke.deleg(); d != nil && d.holder.ID == node.ID && d.holder.Inc < inc {
 			m.free(now, ke, true, nil)
 			m.serve(now, key, ke)
 		}
