@@ -10,7 +10,7 @@ import (
 // admitted or queued, and the lease has room, it admits locker at once with
 // zero messages and no allocation.
 func (m *Machine) TryAdmit(now time.Time, key string, locker uint64, lease time.Duration) (Event, bool) {
-	ks := m.keys[key]
+	ks := m.keys.Get(key)
 	if ks == nil || ks.active != 0 || len(ks.queue()) > 0 || !m.canAdmit(now, ks) {
 		return Event{}, false
 	}
@@ -29,10 +29,10 @@ func (m *Machine) Lock(now time.Time, key string, locker uint64, deadline time.T
 		m.event(ev)
 		return
 	}
-	ks := m.keys[key]
+	ks := m.keys.Get(key)
 	if ks == nil {
 		ks = &keyState{key: key, left: -1}
-		m.keys[key] = ks
+		m.keys.Put(ks)
 	}
 	x := ks.edit()
 	x.queue = append(x.queue, localWaiter{locker: locker, deadline: deadline, lease: lease})
@@ -42,7 +42,7 @@ func (m *Machine) Lock(now time.Time, key string, locker uint64, deadline time.T
 // Unlock ends locker's critical section (a no-op if it is not admitted). It
 // reports whether the fast path sufficed (nothing else to do).
 func (m *Machine) Unlock(now time.Time, key string, locker uint64) bool {
-	ks := m.keys[key]
+	ks := m.keys.Get(key)
 	if ks == nil || ks.active == 0 || m.handle(ks).locker != locker {
 		return true
 	}
@@ -59,7 +59,7 @@ func (m *Machine) Unlock(now time.Time, key string, locker uint64) bool {
 // local locker waits and the delegation is not draining). Otherwise it
 // changes nothing and the caller uses Unlock with the current time.
 func (m *Machine) TryUnlock(key string, locker uint64) bool {
-	ks := m.keys[key]
+	ks := m.keys.Get(key)
 	if ks == nil || ks.active == 0 || m.handle(ks).locker != locker {
 		return true
 	}
@@ -72,7 +72,7 @@ func (m *Machine) TryUnlock(key string, locker uint64) bool {
 
 // Cancel withdraws a queued locker (its context ended); no event follows.
 func (m *Machine) Cancel(now time.Time, key string, locker uint64) {
-	ks := m.keys[key]
+	ks := m.keys.Get(key)
 	if ks == nil {
 		return
 	}

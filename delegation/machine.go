@@ -8,6 +8,7 @@ import (
 	"github.com/homelock/homelock/epoch"
 	"github.com/homelock/homelock/fence"
 	"github.com/homelock/homelock/internal/deadline"
+	"github.com/homelock/homelock/internal/keytab"
 	"github.com/homelock/homelock/internal/peers"
 	"github.com/homelock/homelock/msg"
 )
@@ -20,7 +21,7 @@ type Machine struct {
 	// node's protocol version: cluster locks fail closed, and it says who
 	// runs what.
 	mixed  string
-	keys   map[string]*keyState
+	keys   keytab.Table[keyState]
 	seq    uint64
 	timers deadline.Heap[keyState]
 	// handles are the admitted critical sections (keyState.active), with
@@ -34,7 +35,7 @@ type Machine struct {
 
 // New returns a holder for incarnation cfg.Inc.
 func New(cfg Config) *Machine {
-	return &Machine{cfg: cfg, keys: make(map[string]*keyState),
+	return &Machine{cfg: cfg, keys: keytab.New(func(ks *keyState) string { return ks.key }),
 		timers: deadline.NewHeap(func(ks *keyState) *uint32 { return &ks.pos })}
 }
 
@@ -67,8 +68,8 @@ func (m *Machine) OnEpoch(now time.Time, e msg.Epoch) {
 		m.mixed = ""
 	}
 	if m.mixed != "" {
-		for _, key := range deadline.SortedKeys(m.keys) {
-			ks := m.keys[key]
+		for _, key := range m.keys.Keys() {
+			ks := m.keys.Get(key)
 			for _, w := range ks.queue() {
 				m.event(Event{Kind: Failed, Key: key, Locker: w.locker, Reason: ReasonUnavailable, Detail: m.mixed})
 			}
@@ -77,8 +78,8 @@ func (m *Machine) OnEpoch(now time.Time, e msg.Epoch) {
 		}
 		return
 	}
-	for _, key := range deadline.SortedKeys(m.keys) {
-		ks := m.keys[key]
+	for _, key := range m.keys.Keys() {
+		ks := m.keys.Get(key)
 		if ks == nil || ks.phase != requested {
 			continue
 		}
@@ -118,7 +119,7 @@ func (m *Machine) Tick(now time.Time) {
 		}
 		// A forgotten state leaves the heap; should one ever be scheduled
 		// after that, it must not be served in place of the key's live one.
-		if m.keys[ks.key] == ks {
+		if m.keys.Get(ks.key) == ks {
 			m.service(now, ks.key, ks)
 		}
 	}
@@ -130,7 +131,7 @@ func (m *Machine) NextDeadline() time.Time { return m.timers.Next().Time() }
 // Stats returns the holder's counters.
 func (m *Machine) Stats() Stats {
 	s := m.stats
-	for _, ks := range m.keys {
+	for ks := range m.keys.All() {
 		switch ks.phase {
 		case held:
 			s.Held++
@@ -146,7 +147,7 @@ func (m *Machine) Stats() Stats {
 // its token, its expiry on this node's clock, and whether a critical section
 // is admitted.
 func (m *Machine) Holding(key string) (tok fence.Token, expires time.Time, active bool, ok bool) {
-	ks := m.keys[key]
+	ks := m.keys.Get(key)
 	if ks == nil || ks.phase != held {
 		return fence.Token{}, time.Time{}, false, false
 	}
@@ -156,8 +157,8 @@ func (m *Machine) Holding(key string) (tok fence.Token, expires time.Time, activ
 // HeldKeys lists, in order, the keys whose delegation this node holds.
 func (m *Machine) HeldKeys() []string {
 	var keys []string
-	for _, key := range deadline.SortedKeys(m.keys) {
-		if m.keys[key].phase == held {
+	for _, key := range m.keys.Keys() {
+		if m.keys.Get(key).phase == held {
 			keys = append(keys, key)
 		}
 	}
@@ -167,8 +168,8 @@ func (m *Machine) HeldKeys() []string {
 // ClockJump drops every delegation this node holds at once: its clock can no
 // longer be trusted to expire them before their homes do (H9).
 func (m *Machine) ClockJump(now time.Time) {
-	for _, key := range deadline.SortedKeys(m.keys) {
-		if ks := m.keys[key]; ks != nil && ks.phase == held {
+	for _, key := range m.keys.Keys() {
+		if ks := m.keys.Get(key); ks != nil && ks.phase == held {
 			m.lose(now, ks, key, "clock jump")
 			m.service(now, key, ks)
 		}

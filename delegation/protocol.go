@@ -13,7 +13,7 @@ import (
 // any other Grant is answered with a Release of its token, so a lost or late
 // reply never leaves a second holder (H6).
 func (m *Machine) Grant(now time.Time, env msg.Envelope, g msg.Grant) {
-	ks := m.keys[g.Key]
+	ks := m.keys.Get(g.Key)
 	if ks != nil && ks.phase == held && ks.token == g.Token {
 		return // a duplicate of what we hold
 	}
@@ -69,7 +69,7 @@ func (m *Machine) Grant(now time.Time, env msg.Envelope, g msg.Grant) {
 
 // Wait records why the outstanding request is queued.
 func (m *Machine) Wait(now time.Time, w msg.Wait) {
-	if ks := m.keys[w.Key]; ks != nil && ks.phase == requested && ks.more().req == w.Req {
+	if ks := m.keys.Get(w.Key); ks != nil && ks.phase == requested && ks.more().req == w.Req {
 		ks.waitReason, ks.edit().detail = w.Reason, ""
 	}
 }
@@ -77,7 +77,7 @@ func (m *Machine) Wait(now time.Time, w msg.Wait) {
 // NotHome: the receiver is not the key's home in its epoch. The driver brings
 // the epochs in line; the request is retargeted and resent at its next retry.
 func (m *Machine) NotHome(now time.Time, env msg.Envelope, n msg.NotHome) {
-	ks := m.keys[n.Key]
+	ks := m.keys.Get(n.Key)
 	if ks == nil || ks.phase != requested || ks.more().req != n.Req {
 		return
 	}
@@ -94,7 +94,7 @@ func (m *Machine) NotHome(now time.Time, env msg.Envelope, n msg.NotHome) {
 
 // Refused fails every local locker waiting on the request.
 func (m *Machine) Refused(now time.Time, env msg.Envelope, r msg.Refused) {
-	ks := m.keys[r.Key]
+	ks := m.keys.Get(r.Key)
 	if ks == nil || ks.phase != requested || ks.more().req != r.Req {
 		return
 	}
@@ -115,7 +115,7 @@ func (m *Machine) Refused(now time.Time, env msg.Envelope, r msg.Refused) {
 // Recall that overtakes its Grant marks the request; a Recall for a token no
 // longer held is answered with that token's Release again.
 func (m *Machine) Recall(now time.Time, env msg.Envelope, r msg.Recall) {
-	ks := m.keys[r.Key]
+	ks := m.keys.Get(r.Key)
 	switch {
 	case ks != nil && ks.phase == held && ks.token == r.Token:
 		// No new critical section on a recalled delegation, except the first:
@@ -143,7 +143,7 @@ func (m *Machine) Recall(now time.Time, env msg.Envelope, r msg.Recall) {
 // RenewReply extends the delegation from the send of the attempt it echoes;
 // a refusal counts as a Recall.
 func (m *Machine) RenewReply(now time.Time, r msg.RenewReply) {
-	ks := m.keys[r.Key]
+	ks := m.keys.Get(r.Key)
 	if ks == nil || ks.phase != held || ks.token != r.Token {
 		return
 	}
@@ -172,7 +172,7 @@ func (m *Machine) RenewReply(now time.Time, r msg.RenewReply) {
 // Settled reports the store's barrier hook for (key, token). A completion for
 // any other token is dropped (H20); a failed hook sends no Release.
 func (m *Machine) Settled(now time.Time, key string, tok fence.Token, barrier []byte, err error) {
-	ks := m.keys[key]
+	ks := m.keys.Get(key)
 	if ks == nil || ks.phase != held || !ks.is(settling) || (ks.token != tok && !m.cfg.Mutations.UntaggedHooks) {
 		return
 	}
@@ -188,7 +188,7 @@ func (m *Machine) Settled(now time.Time, key string, tok fence.Token, barrier []
 // Fresh reports the store's wait hook for (key, token): the successor may
 // admit once the store caught up with the inherited barrier.
 func (m *Machine) Fresh(now time.Time, key string, tok fence.Token, err error) {
-	ks := m.keys[key]
+	ks := m.keys.Get(key)
 	if ks == nil || ks.phase != held || ks.token != tok || !ks.is(freshAsk) {
 		return
 	}
@@ -212,8 +212,8 @@ func (m *Machine) Fresh(now time.Time, key string, tok fence.Token, err error) {
 // from its older incarnations from now on (H1, H11).
 func (m *Machine) Reclaim(now time.Time, env msg.Envelope) {
 	var kept []msg.HeldDelegation
-	for _, key := range deadline.SortedKeys(m.keys) {
-		ks := m.keys[key]
+	for _, key := range m.keys.Keys() {
+		ks := m.keys.Get(key)
 		if ks == nil {
 			continue
 		}

@@ -127,7 +127,7 @@ func (m *Machine) maybeForget(now time.Time, key string, ks *keyState) {
 	keep := 2 * m.cfg.Lease
 	releasedAt := ks.more().releasedAt
 	if releasedAt.IsZero() || now.Sub(releasedAt) >= keep {
-		delete(m.keys, key)
+		m.keys.Delete(key)
 		m.timers.Remove(ks)
 		return
 	}

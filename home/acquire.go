@@ -233,7 +233,7 @@ func (m *Machine) sendGrant(ke *entry) {
 
 // Release frees the delegation with exactly this token, from whoever sends it.
 func (m *Machine) Release(now time.Time, r msg.Release) {
-	ke := m.keys[r.Key]
+	ke := m.keys.Get(r.Key)
 	if ke == nil || ke.deleg() == nil || ke.d.token != r.Token {
 		return
 	}
@@ -244,7 +244,7 @@ func (m *Machine) Release(now time.Time, r msg.Release) {
 // Withdraw drops a queued request; a delegation already granted to it is
 // freed too, since its holder will refuse to use it.
 func (m *Machine) Withdraw(now time.Time, env msg.Envelope, w msg.Withdraw) {
-	ke := m.keys[w.Key]
+	ke := m.keys.Get(w.Key)
 	if ke == nil {
 		return
 	}
@@ -263,7 +263,7 @@ func (m *Machine) Withdraw(now time.Time, env msg.Envelope, w msg.Withdraw) {
 // Renew extends a delegation only while nobody waits, the key is still ours
 // and the holder is still a member; a refusal counts as a recall.
 func (m *Machine) Renew(now time.Time, env msg.Envelope, r msg.Renew) {
-	ke := m.keys[r.Key]
+	ke := m.keys.Get(r.Key)
 	if ke == nil || ke.deleg() == nil || ke.d.token != r.Token || !ke.d.holder.Same(env.From) {
 		// Not ours (anymore): refuse, so the holder drains rather than trusts it.
 		m.send(env.From.ID, msg.RenewReply{Key: r.Key, Token: r.Token, Attempt: r.Attempt})

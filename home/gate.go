@@ -194,7 +194,7 @@ func (m *Machine) GateRemaining(now time.Time, g msg.GateRemaining) {
 	if cur == nil || g.To != cur.e.Number || g.ReceiverInc != m.cfg.Inc {
 		return
 	}
-	ke := m.keys[g.Key]
+	ke := m.keys.Get(g.Key)
 	if ke == nil {
 		return
 	}

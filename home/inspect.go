@@ -8,7 +8,7 @@ import "time"
 // while requests queue behind the delegation (zero otherwise), which is the
 // only time FIFO can be broken: right after a grant.
 func (m *Machine) QueueOrder(key string) (granted time.Time, ok bool, queued []time.Time) {
-	ke := m.keys[key]
+	ke := m.keys.Get(key)
 	if ke == nil || ke.deleg() == nil {
 		return time.Time{}, false, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/homelock/homelock/epoch"
 	"github.com/homelock/homelock/fence"
 	"github.com/homelock/homelock/internal/deadline"
+	"github.com/homelock/homelock/internal/keytab"
 	"github.com/homelock/homelock/internal/peers"
 	"github.com/homelock/homelock/msg"
 )
@@ -44,7 +45,7 @@ type Machine struct {
 	reclaimSentAt time.Time
 	markerWritten map[uint64]bool
 
-	keys    map[string]*entry
+	keys    keytab.Table[entry]
 	timers  deadline.Heap[entry]
 	counter uint64
 	live    int
@@ -65,7 +66,7 @@ func New(cfg Config, now time.Time, learned *epoch.Learned, marker bool) *Machin
 	m := &Machine{
 		cfg:           cfg,
 		start:         now,
-		keys:          make(map[string]*entry),
+		keys:          keytab.New(func(ke *entry) string { return ke.key }),
 		timers:        deadline.NewHeap(func(ke *entry) *uint32 { return &ke.pos }),
 		byHold:        make(map[msg.NodeID]int),
 		needLiveness:  make(map[string]struct{}),
@@ -124,8 +125,8 @@ func (m *Machine) OnEpoch(now time.Time, l epoch.Learned) {
 	if len(m.history) > maxHistory {
 		m.history = append(m.history[:0], m.history[len(m.history)-maxHistory:]...)
 	}
-	for _, key := range deadline.SortedKeys(m.keys) {
-		m.serve(now, key, m.keys[key])
+	for _, key := range m.keys.Keys() {
+		m.serve(now, key, m.keys.Get(key))
 	}
 }
 
@@ -138,7 +139,7 @@ func (m *Machine) SetLiveness(now, until time.Time) {
 	}
 	for _, key := range deadline.SortedKeys(m.needLiveness) {
 		delete(m.needLiveness, key)
-		if ke := m.keys[key]; ke != nil {
+		if ke := m.keys.Get(key); ke != nil {
 			m.serve(now, key, ke)
 		}
 	}
@@ -171,7 +172,7 @@ func (m *Machine) Tick(now time.Time) {
 		}
 		// A forgotten entry leaves the heap; should one ever be scheduled
 		// after that, it must not be served in place of the key's live one.
-		if m.keys[ke.key] == ke {
+		if m.keys.Get(ke.key) == ke {
 			m.serve(now, ke.key, ke)
 		}
 	}
@@ -230,7 +231,7 @@ func (m *Machine) markerDeadline() time.Time {
 func (m *Machine) Stats() Stats {
 	s := m.stats
 	s.Live = m.live
-	for _, ke := range m.keys {
+	for ke := range m.keys.All() {
 		s.Waiting += len(ke.waiters())
 	}
 	return s
@@ -238,7 +239,7 @@ func (m *Machine) Stats() Stats {
 
 // Holding returns the live delegation the home recorded for key, for checkers.
 func (m *Machine) Holding(key string) (fence.Token, msg.NodeID, bool) {
-	ke := m.keys[key]
+	ke := m.keys.Get(key)
 	if ke == nil || ke.deleg() == nil {
 		return fence.Token{}, "", false
 	}

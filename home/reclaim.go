@@ -72,8 +72,8 @@ func (m *Machine) ReclaimAnswer(now time.Time, env msg.Envelope, a msg.ReclaimAn
 	}
 	if len(m.reclaimWait) == 0 {
 		// The restart gate may have just been waived: serve what waited on it.
-		for _, key := range deadline.SortedKeys(m.keys) {
-			if ke := m.keys[key]; ke != nil {
+		for _, key := range m.keys.Keys() {
+			if ke := m.keys.Get(key); ke != nil {
 				m.serve(now, key, ke)
 			}
 		}
@@ -84,8 +84,8 @@ func (m *Machine) ReclaimAnswer(now time.Time, env msg.Envelope, a msg.ReclaimAn
 // node that has restarted (it sent us Reclaim as incarnation inc): its
 // volatile holder state is gone, so nothing runs under them any more.
 func (m *Machine) HolderRestarted(now time.Time, node msg.Member, inc uint64) {
-	for _, key := range deadline.SortedKeys(m.keys) {
-		ke := m.keys[key]
+	for _, key := range m.keys.Keys() {
+		ke := m.keys.Get(key)
 		if ke == nil {
 			continue
 		}

@@ -191,10 +191,10 @@ func (ke *entry) removeWaiter(i int) {
 func (m *Machine) idleKeep() time.Duration { return 10 * m.cfg.MaxLease }
 
 func (m *Machine) entry(key string) *entry {
-	ke := m.keys[key]
+	ke := m.keys.Get(key)
 	if ke == nil {
 		ke = &entry{key: key}
-		m.keys[key] = ke
+		m.keys.Put(ke)
 	}
 	return ke
 }
@@ -256,7 +256,7 @@ func (m *Machine) gc(now time.Time, key string, ke *entry) {
 			return
 		}
 	}
-	delete(m.keys, key)
+	m.keys.Delete(key)
 	delete(m.needLiveness, key)
 	m.timers.Remove(ke)
 }
