@@ -223,10 +223,10 @@ func (m *Machine) Reclaim(now time.Time, env msg.Envelope) {
 		// reported again, so answers are idempotent. The home may receive a
 		// repeated Reclaim's answer first (reordered) and must not take an
 		// empty one for the truth (seed 5522 of the simulator).
-		case ks.phase == held && ks.issuer.ID == env.From.ID && ks.token.Incarnation < env.FromInc &&
+		case ks.phase == held && m.issuer(ks).ID == env.From.ID && ks.token.Incarnation < env.FromInc &&
 			(!m.cfg.Mutations.ReclaimLastIncOnly || ks.token.Incarnation+1 == env.FromInc):
 			kept = append(kept, msg.HeldDelegation{Key: key, Token: ks.token, Remaining: ks.expires.Time().Sub(now), Barrier: ks.inherited()})
-			if ks.issuer.Inc < env.FromInc {
+			if m.issuer(ks).Inc < env.FromInc {
 				m.setIssuer(ks, env.From, env.FromInc)
 				if ks.x != nil {
 					ks.x.renewAt = time.Time{}

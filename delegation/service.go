@@ -166,7 +166,7 @@ func (m *Machine) failOverdue(now time.Time, key string, ks *keyState) {
 }
 
 func (m *Machine) waitDetail(ks *keyState) string {
-	target := ks.targetID()
+	target := m.targetID(ks)
 	switch ks.waitReason {
 	case msg.WaitHolder:
 		return "queued behind another holder"
@@ -220,7 +220,7 @@ func (m *Machine) sendRenew(now time.Time, key string, ks *keyState) {
 	x.renewAt = now.Add(m.cfg.RetryInterval)
 	ks.renews++
 	x.renewals.record(ks.renews, now)
-	m.send(ks.issuer.ID, msg.Renew{Key: key, Token: ks.token, Attempt: ks.renews, Lease: m.cfg.Lease})
+	m.send(m.issuer(ks).ID, msg.Renew{Key: key, Token: ks.token, Attempt: ks.renews, Lease: m.cfg.Lease})
 }
 
 // drain ends the delegation cleanly: settle the writes admitted under it,
@@ -241,7 +241,7 @@ func (m *Machine) drain(now time.Time, key string, ks *keyState) {
 
 func (m *Machine) release(now time.Time, key string, ks *keyState, barrier []byte) {
 	m.stats.Releases++
-	m.send(ks.issuer.ID, msg.Release{Key: key, Token: ks.token, Barrier: barrier})
+	m.send(m.issuer(ks).ID, msg.Release{Key: key, Token: ks.token, Barrier: barrier})
 	m.clearDelegation(ks, barrier, true, now)
 }
 
@@ -262,13 +262,13 @@ func (m *Machine) clearDelegation(ks *keyState, barrier []byte, sent bool, now t
 	x.lastToken, x.lastBarrier, x.lastSent, x.releasedAt = ks.token, barrier, sent, now
 	if ks.is(targetIsIssuer) {
 		// Only the target's ID is read from here on (waitDetail).
-		x.target = msg.Member{ID: ks.issuer.ID}
+		x.target = msg.Member{ID: m.issuer(ks).ID}
 		ks.set(targetIsIssuer, false)
 	}
 	ks.phase = idle
 	ks.token = fence.Token{}
 	m.peers.Unref(ks.issuer)
-	ks.issuer = nil
+	ks.issuer = 0
 	ks.grant = nil
 	ks.set(fresh|freshAsk|settling|admitted, false)
 	ks.left = -1

@@ -31,7 +31,7 @@ type keyState struct {
 	token fence.Token
 	// issuer is the home that granted the delegation, as the incarnation
 	// that issued or (by reclaim) adopted it.
-	issuer  *peers.Peer
+	issuer  peers.ID
 	expires deadline.Instant // on this holder's clock, shortened by drift
 	lease   time.Duration
 	grant   *grantBytes // nil when the grant carried neither
@@ -174,9 +174,9 @@ func (ks *keyState) setQueue(q []localWaiter) {
 
 // targetID is the node the last request went to (its home then), for
 // failures' details.
-func (ks *keyState) targetID() msg.NodeID {
+func (m *Machine) targetID(ks *keyState) msg.NodeID {
 	if ks.is(targetIsIssuer) {
-		return ks.issuer.ID
+		return m.issuer(ks).ID
 	}
 	return ks.more().target.ID
 }
@@ -229,6 +229,10 @@ func (m *Machine) endActive(ks *keyState) {
 	m.freeHandles = append(m.freeHandles, ks.active)
 	ks.active = 0
 }
+
+// issuer is the home that issued (or adopted) ks's delegation; nil when
+// none is held.
+func (m *Machine) issuer(ks *keyState) *peers.Peer { return m.peers.Get(ks.issuer) }
 
 // setIssuer records the home that issued (or adopted) ks's delegation.
 func (m *Machine) setIssuer(ks *keyState, from msg.Member, inc uint64) {

@@ -26,7 +26,7 @@ func (m *Machine) Acquire(now time.Time, env msg.Envelope, a msg.Acquire) {
 		return
 	}
 	ke := m.entry(a.Key)
-	if d := ke.deleg(); d != nil && d.req == a.Req && d.holder.Same(env.From) {
+	if ke.deleg() != nil && m.req(ke) == a.Req && m.holder(ke).Same(env.From) {
 		// A retransmission: the same grant while it is live, never a second
 		// holder (a lost reply). It echoes the attempt it first answered (H6).
 		m.sendGrant(ke)
@@ -105,10 +105,10 @@ func (m *Machine) serve(now time.Time, key string, ke *entry) msg.WaitReason {
 	var reason msg.WaitReason
 	switch d := ke.deleg(); {
 	case d != nil:
-		if !d.recalled && (len(ke.waiters()) > 0 || !home || !m.holderIsMember(d)) {
-			d.recalled = true
+		if !ke.is(recalled) && (len(ke.waiters()) > 0 || !home || !m.holderIsMember(ke)) {
+			ke.set(recalled, true)
 			m.stats.Recalls++
-			m.send(d.holder.ID, msg.Recall{Key: key, Token: d.token})
+			m.send(m.holder(ke).ID, msg.Recall{Key: key, Token: d.token})
 		}
 		m.timers.Add(ke, d.expires)
 		reason = msg.WaitHolder
@@ -123,12 +123,12 @@ func (m *Machine) serve(now time.Time, key string, ke *entry) msg.WaitReason {
 	return reason
 }
 
-func (m *Machine) holderIsMember(d *delegation) bool {
+func (m *Machine) holderIsMember(ke *entry) bool {
 	if m.cfg.Mutations.RenewNonMembers {
 		return true
 	}
 	cur := m.current()
-	return cur != nil && cur.e.Has(d.holder.Member)
+	return cur != nil && cur.e.Has(m.holder(ke).Member)
 }
 
 func (m *Machine) dropStaleWaiters(now time.Time, ke *entry) {
@@ -195,19 +195,18 @@ func (m *Machine) grant(now time.Time, key string, ke *entry, w *waiter) {
 	}
 	m.counter++
 	d := delegation{
-		holder:    m.peers.Ref(w.from, w.fromInc),
-		req:       w.req,
-		attempt:   w.attempt,
-		token:     fence.Token{Epoch: cur.e.Number, Incarnation: m.cfg.Inc, Counter: m.counter},
-		lease:     lease,
-		expires:   deadline.At(now.Add(lease + m.cfg.Skew)),
-		contended: len(ke.waiters()) > 0,
+		holder:  m.peers.Ref(w.from, w.fromInc),
+		attempt: w.attempt,
+		token:   fence.Token{Epoch: cur.e.Number, Incarnation: m.cfg.Inc, Counter: m.counter},
+		lease:   lease,
+		expires: deadline.At(now.Add(lease + m.cfg.Skew)),
 	}
 	var signed []byte
 	if m.cfg.Sign != nil {
 		signed = m.cfg.Sign(GrantInfo{Key: key, Holder: w.from, Req: w.req, Token: d.token, Epoch: cur.e.Number, Lease: lease})
 	}
-	m.setDeleg(ke, d, ke.barrier(), signed)
+	m.setDeleg(ke, d, w.req, ke.barrier(), signed)
+	ke.set(contended, len(ke.waiters()) > 0)
 	if ke.x != nil {
 		// Read only while no delegation is live (gc), and set when it ends.
 		ke.x.idleSince = time.Time{}
@@ -219,15 +218,15 @@ func (m *Machine) grant(now time.Time, key string, ke *entry, w *waiter) {
 	m.sendGrant(ke)
 	// A contended grant already tells the holder to drain after one critical
 	// section; no separate Recall is needed for the waiters queued now.
-	ke.d.recalled = ke.d.contended
+	ke.set(recalled, ke.is(contended))
 	m.timers.Add(ke, ke.d.expires)
 }
 
 func (m *Machine) sendGrant(ke *entry) {
 	d := &ke.d
-	m.send(d.holder.ID, msg.Grant{
-		Key: ke.key, Req: d.req, Attempt: d.attempt, Token: d.token, Lease: d.lease,
-		Barrier: ke.given(), Recalled: d.recalled && !d.contended, Contended: d.contended, Signed: ke.signed(),
+	m.send(m.holder(ke).ID, msg.Grant{
+		Key: ke.key, Req: m.req(ke), Attempt: d.attempt, Token: d.token, Lease: d.lease,
+		Barrier: ke.given(), Recalled: ke.is(recalled) && !ke.is(contended), Contended: ke.is(contended), Signed: ke.signed(),
 	})
 }
 
@@ -254,7 +253,7 @@ func (m *Machine) Withdraw(now time.Time, env msg.Envelope, w msg.Withdraw) {
 			break
 		}
 	}
-	if d := ke.deleg(); d != nil && d.req == w.Req && d.holder.Same(env.From) {
+	if ke.deleg() != nil && m.req(ke) == w.Req && m.holder(ke).Same(env.From) {
 		m.free(now, ke, true, nil)
 	}
 	m.serve(now, w.Key, ke)
@@ -264,15 +263,15 @@ func (m *Machine) Withdraw(now time.Time, env msg.Envelope, w msg.Withdraw) {
 // and the holder is still a member; a refusal counts as a recall.
 func (m *Machine) Renew(now time.Time, env msg.Envelope, r msg.Renew) {
 	ke := m.keys.Get(r.Key)
-	if ke == nil || ke.deleg() == nil || ke.d.token != r.Token || !ke.d.holder.Same(env.From) {
+	if ke == nil || ke.deleg() == nil || ke.d.token != r.Token || !m.holder(ke).Same(env.From) {
 		// Not ours (anymore): refuse, so the holder drains rather than trusts it.
 		m.send(env.From.ID, msg.RenewReply{Key: r.Key, Token: r.Token, Attempt: r.Attempt})
 		return
 	}
 	d := ke.deleg()
-	if d.recalled || len(ke.waiters()) > 0 || !m.IsHome(r.Key) || !m.holderIsMember(d) {
-		if !d.recalled {
-			d.recalled = true
+	if ke.is(recalled) || len(ke.waiters()) > 0 || !m.IsHome(r.Key) || !m.holderIsMember(ke) {
+		if !ke.is(recalled) {
+			ke.set(recalled, true)
 			m.stats.Recalls++
 		}
 		m.send(env.From.ID, msg.RenewReply{Key: r.Key, Token: r.Token, Attempt: r.Attempt})

@@ -63,7 +63,7 @@ func (m *Machine) ReclaimAnswer(now time.Time, env msg.Envelope, a msg.ReclaimAn
 		m.setDeleg(ke, delegation{
 			holder: m.peers.Ref(env.From, env.FromInc), token: h.Token, lease: h.Remaining,
 			expires: deadline.At(now.Add(h.Remaining + m.cfg.Skew)),
-		}, h.Barrier, nil)
+		}, msg.RequestID{}, h.Barrier, nil)
 		if ke.x != nil {
 			ke.x.idleSince, ke.x.waitedSince = time.Time{}, time.Time{}
 		}
@@ -89,7 +89,7 @@ func (m *Machine) HolderRestarted(now time.Time, node msg.Member, inc uint64) {
 		if ke == nil {
 			continue
 		}
-		if d := ke.deleg(); d != nil && d.holder.ID == node.ID && d.holder.Inc < inc {
+		if h := m.holder(ke); h != nil && h.ID == node.ID && h.Inc < inc {
 			m.free(now, ke, true, nil)
 			m.serve(now, key, ke)
 		}

@@ -13,18 +13,19 @@ import (
 // delegation, waiters, a gate or drain in progress, or a barrier to hand on.
 //
 // A home may keep a million entries for idle delegations, so an entry is
-// what one needs (112 bytes, TestEntrySize); the byte strings and whatever
+// what one needs (96 bytes, TestEntrySize); the byte strings and whatever
 // only a contended, moving or freshly freed key needs are behind pointers,
 // nil while all of it is. Readers go through accessors that read a missing
 // part as zero, so dropping it changes nothing.
 type entry struct {
 	key string
-	// D1: at most one live delegation per key (d.holder non-nil).
+	// D1: at most one live delegation per key (d.holder non-zero).
 	d     delegation
 	bytes *entryBytes
 	x     *entryExtra
 	// pos is the key's place in Machine.timers.
-	pos uint32
+	pos   uint32
+	flags delegFlags // the live delegation's, here to fill the entry's padding
 }
 
 // delegation is a live delegation as the home sees it. Its expiry runs on the
@@ -32,25 +33,74 @@ type entry struct {
 // lengthened by Skew, so the holder always expires first.
 type delegation struct {
 	token fence.Token
-	// holder is the holding member as the incarnation that asked for it (or
-	// answered the reclaim that adopted it).
-	holder  *peers.Peer
-	req     msg.RequestID
+	// reqSeq is the granted request's sequence number; the request's
+	// incarnation is the holder's (see Machine.req).
+	reqSeq  uint64
 	expires deadline.Instant
 	lease   time.Duration
+	// holder is the holding member as the incarnation that asked for it (or
+	// answered the reclaim that adopted it).
+	holder  peers.ID
 	attempt uint32 // the attempt the Grant echoed; a re-sent Grant echoes it again (H6)
-	// recalled: a Recall was sent (or a contended grant said as much).
-	recalled  bool
-	contended bool
+}
+
+type delegFlags uint8
+
+const (
+	recalled  delegFlags = 1 << iota // a Recall was sent (or a contended grant said as much)
+	contended                        // granted while others waited
+	// oddReq: the granted request did not number itself with the
+	// incarnation that sent it; entryExtra.oddReq keeps it whole.
+	oddReq
+)
+
+func (ke *entry) is(f delegFlags) bool { return ke.flags&f != 0 }
+
+func (ke *entry) set(f delegFlags, on bool) {
+	if on {
+		ke.flags |= f
+	} else {
+		ke.flags &^= f
+	}
 }
 
 // deleg is key's live delegation, nil when there is none. The pointer is
 // into the entry: it is good while the delegation is.
 func (ke *entry) deleg() *delegation {
-	if ke.d.holder == nil {
+	if ke.d.holder == 0 {
 		return nil
 	}
 	return &ke.d
+}
+
+// holder is the member holding key's live delegation, as the incarnation
+// that asked for it; nil when none is live.
+func (m *Machine) holder(ke *entry) *peers.Peer { return m.peers.Get(ke.d.holder) }
+
+// req is the request key's live delegation answered: zero for an adopted
+// one. A requester numbers its requests with its incarnation, the one that
+// sent them, so the entry keeps only the sequence number in the common case.
+func (m *Machine) req(ke *entry) msg.RequestID {
+	switch {
+	case ke.is(oddReq):
+		return ke.x.oddReq
+	case ke.d.reqSeq == 0:
+		return msg.RequestID{}
+	}
+	return msg.RequestID{Inc: m.holder(ke).Inc, Seq: ke.d.reqSeq}
+}
+
+// setReq records r as the request key's live delegation answers (after its
+// holder is set).
+func (m *Machine) setReq(ke *entry, r msg.RequestID) {
+	ke.d.reqSeq = r.Seq
+	odd := r != msg.RequestID{} && (r.Seq == 0 || r.Inc != m.holder(ke).Inc)
+	ke.set(oddReq, odd)
+	if odd {
+		ke.edit().oddReq = r
+	} else if ke.x != nil {
+		ke.x.oddReq = msg.RequestID{}
+	}
 }
 
 // entryBytes are the byte strings an entry keeps, nil when all three are.
@@ -114,11 +164,12 @@ type entryExtra struct {
 	// kept while requests queue behind it: checkers compare the two (FIFO),
 	// which can only be broken while others wait.
 	waitedSince time.Time
+	oddReq      msg.RequestID // see Machine.req
 }
 
 func (x *entryExtra) empty() bool {
 	return x.waiters == nil && x.queries == nil && x.drainedFor == 0 && x.lastQuery.IsZero() &&
-		x.queryAt.IsZero() && x.idleSince.IsZero() && x.waitedSince.IsZero()
+		x.queryAt.IsZero() && x.idleSince.IsZero() && x.waitedSince.IsZero() && x.oddReq == msg.RequestID{}
 }
 
 // noExtra is what a missing entryExtra reads as.
@@ -220,8 +271,8 @@ func (m *Machine) free(now time.Time, ke *entry, released bool, barrier []byte) 
 	} else {
 		m.stats.ExpiredHolds++
 	}
-	holder := d.holder.ID
-	m.setDeleg(ke, delegation{}, nil, nil)
+	holder := m.holder(ke).ID
+	m.setDeleg(ke, delegation{}, msg.RequestID{}, nil, nil)
 	ke.setBytes(handOn, nil, nil)
 	ke.edit().idleSince = now
 	m.live--
@@ -230,12 +281,16 @@ func (m *Machine) free(now time.Time, ke *entry, released bool, barrier []byte) 
 	}
 }
 
-// setDeleg replaces key's live delegation with d (no holder: none), given
-// with barrier given and signed grant signed; the barrier to hand on stays.
-func (m *Machine) setDeleg(ke *entry, d delegation, given, signed []byte) {
+// setDeleg replaces key's live delegation with d (no holder: none), which
+// answered request req and was given with barrier given and signed grant
+// signed; the barrier to hand on stays. It is neither recalled nor
+// contended yet.
+func (m *Machine) setDeleg(ke *entry, d delegation, req msg.RequestID, given, signed []byte) {
 	old := ke.d.holder
 	ke.d = d
 	m.peers.Unref(old)
+	ke.flags = 0
+	m.setReq(ke, req)
 	ke.setBytes(ke.barrier(), given, signed)
 }
 
