@@ -94,20 +94,20 @@ func (m *Machine) Cancel(now time.Time, key string, locker uint64) {
 // and admits nothing.
 func (m *Machine) canAdmit(now time.Time, ks *keyState) bool {
 	return ks.phase == held && ks.is(fresh) && !ks.is(settling) && ks.left != 0 && m.mixed == "" &&
-		ks.expires.Time().Sub(now) > m.cfg.MinUseful
+		ks.expires.Sub(deadline.At(now)) > m.cfg.MinUseful
 }
 
+// admit is on the fast path: its arithmetic is on Instants, converted once.
 func (m *Machine) admit(now time.Time, key string, ks *keyState, locker uint64, lease time.Duration) Event {
-	end := ks.expires.Time()
-	if lease > 0 && now.Add(lease).Before(end) {
-		end = now.Add(lease)
-	}
+	at := deadline.At(now)
+	end := ks.expires
 	// Without its own lease a critical section follows the delegation, so a
 	// renewal extends it too (leaseEnd zero).
 	// The handle's slot is reused: the fast path allocates nothing.
 	h := handle{locker: locker}
 	if lease > 0 {
-		h.leaseEnd = deadline.At(now.Add(lease))
+		h.leaseEnd = at.Add(lease)
+		end = min(end, h.leaseEnd)
 	}
 	m.setActive(ks, h)
 	ks.set(admitted, true)
@@ -115,11 +115,11 @@ func (m *Machine) admit(now time.Time, key string, ks *keyState, locker uint64, 
 		ks.left--
 	}
 	m.stats.Admissions++
-	m.schedule(ks, end)
+	m.timers.Add(ks, end)
 	if m.needsRenew(now, ks) {
-		m.schedule(ks, now)
+		m.timers.Add(ks, at)
 	}
-	return Event{Kind: Admitted, Key: key, Locker: locker, Token: ks.token, Expires: end, Signed: ks.signed()}
+	return Event{Kind: Admitted, Key: key, Locker: locker, Token: ks.token, Expires: end.Time(), Signed: ks.signed()}
 }
 
 // handleEnd is when the admitted critical section must stop.

@@ -77,7 +77,7 @@ func (m *Machine) needsRenew(now time.Time, ks *keyState) bool {
 		return false
 	}
 	inUse := ks.active != 0 || len(ks.queue()) > 0
-	return inUse && ks.expires.Time().Sub(now) < ks.lease/2
+	return inUse && ks.expires.Sub(deadline.At(now)) < ks.lease/2
 }
 
 func (m *Machine) reschedule(now time.Time, key string, ks *keyState) {

@@ -27,19 +27,23 @@ const (
 	fromUnix = 1 << 63
 )
 
-var (
-	firstTime = time.Unix(0, math.MinInt64)
-	lastTime  = time.Unix(0, math.MaxInt64)
+// The whole seconds strictly inside UnixNano's range; the ones at its ends
+// saturate (which loses at most a second there, centuries away).
+const (
+	firstSec = math.MinInt64/int64(time.Second) + 1
+	lastSec  = math.MaxInt64/int64(time.Second) - 1
 )
 
-// At converts t; the zero time.Time becomes the zero Instant.
+// At converts t; the zero time.Time becomes the zero Instant. It is on the
+// lock fast path: a comparison of seconds guards UnixNano's range.
 func At(t time.Time) Instant {
-	switch {
-	case t.IsZero():
+	if t.IsZero() {
 		return 0
-	case !t.After(firstTime):
+	}
+	switch s := t.Unix(); {
+	case s < firstSec:
 		return minInstant
-	case !t.Before(lastTime):
+	case s > lastSec:
 		return maxInstant
 	}
 	return Instant(uint64(t.UnixNano()) + fromUnix)
