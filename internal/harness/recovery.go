@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/homelock/homelock"
+	"github.com/homelock/homelock/fence"
 )
 
 // lockUntil retries Lock on node i until it succeeds, and returns when.
@@ -95,7 +96,7 @@ const gossipDetection = 3 * time.Second
 // each costs. A single node with long leases: keys homed there, so both the
 // home's table entry and the holder's state are counted.
 func idleDelegations(ctx context.Context, dir string, count int, r *Report) error {
-	n, err := holdIdle(ctx, dir, count, r)
+	n, err := holdIdle(ctx, dir, count, nil, r)
 	if n != nil {
 		n.Close(context.Background())
 	}
@@ -104,8 +105,9 @@ func idleDelegations(ctx context.Context, dir string, count int, r *Report) erro
 
 // holdIdle is idleDelegations that leaves the node open (nil on a failed
 // start), so that a test can look at its heap while the delegations are held.
-func holdIdle(ctx context.Context, dir string, count int, r *Report) (*homelock.Node, error) {
-	cfg, err := nodeConfig(dir, "mem", nil)
+// With a key ring the grants are signed, as a deployment's would be.
+func holdIdle(ctx context.Context, dir string, count int, ring *fence.KeyRing, r *Report) (*homelock.Node, error) {
+	cfg, err := nodeConfig(dir, "mem", ring)
 	if err != nil {
 		return nil, err
 	}
