@@ -130,9 +130,9 @@ func (m *Machine) Recall(now time.Time, env msg.Envelope, r msg.Recall) {
 		m.service(now, r.Key, ks)
 	case ks != nil && ks.phase == requested:
 		ks.edit().earlyRecall = r.Token
-	case ks != nil && ks.more().lastToken == r.Token:
-		if x := ks.more(); x.lastSent {
-			m.send(env.From.ID, msg.Release{Key: r.Key, Token: r.Token, Barrier: x.lastBarrier})
+	case ks != nil && ks.last().token == r.Token:
+		if l := ks.last(); l.sent {
+			m.send(env.From.ID, msg.Release{Key: r.Key, Token: r.Token, Barrier: l.barrier})
 		}
 	default:
 		// Never held here: releasing it is what its home needs.
@@ -228,8 +228,8 @@ func (m *Machine) Reclaim(now time.Time, env msg.Envelope) {
 			kept = append(kept, msg.HeldDelegation{Key: key, Token: ks.token, Remaining: ks.expires.Time().Sub(now), Barrier: ks.inherited()})
 			if m.issuer(ks).Inc < env.FromInc {
 				m.setIssuer(ks, env.From, env.FromInc)
-				if ks.x != nil {
-					ks.x.renewAt = time.Time{}
+				if ks.x != nil && ks.x.motion != nil {
+					ks.x.motion.renewAt = time.Time{}
 					ks.trim()
 				}
 			}

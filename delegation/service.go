@@ -125,13 +125,13 @@ func (m *Machine) reschedule(now time.Time, key string, ks *keyState) {
 // no longer come (the home recalls once, within its lease of the grant).
 func (m *Machine) maybeForget(now time.Time, key string, ks *keyState) {
 	keep := 2 * m.cfg.Lease
-	releasedAt := ks.more().releasedAt
-	if releasedAt.IsZero() || now.Sub(releasedAt) >= keep {
+	releasedAt := ks.last().at
+	if releasedAt.IsZero() || deadline.At(now).Sub(releasedAt) >= keep {
 		m.keys.Delete(key)
 		m.timers.Remove(ks)
 		return
 	}
-	m.schedule(ks, releasedAt.Add(keep))
+	m.timers.Add(ks, releasedAt.Add(keep))
 }
 
 func later(a, b time.Time) time.Time {
@@ -258,11 +258,10 @@ func (m *Machine) lose(now time.Time, ks *keyState, key string, why string) {
 // clearDelegation ends the delegation, remembering its token and how it
 // went back (sent, with barrier) to answer a repeated Recall.
 func (m *Machine) clearDelegation(ks *keyState, barrier []byte, sent bool, now time.Time) {
-	x := ks.edit()
-	x.lastToken, x.lastBarrier, x.lastSent, x.releasedAt = ks.token, barrier, sent, now
+	ks.setLast(lastRelease{token: ks.token, barrier: barrier, at: deadline.At(now), sent: sent})
 	if ks.is(targetIsIssuer) {
 		// Only the target's ID is read from here on (waitDetail).
-		x.target = msg.Member{ID: m.issuer(ks).ID}
+		ks.edit().target = msg.Member{ID: m.issuer(ks).ID}
 		ks.set(targetIsIssuer, false)
 	}
 	ks.phase = idle
@@ -272,7 +271,10 @@ func (m *Machine) clearDelegation(ks *keyState, barrier []byte, sent bool, now t
 	ks.grant = nil
 	ks.set(fresh|freshAsk|settling|admitted, false)
 	ks.left = -1
-	ks.renews, x.renewals, x.renewAt = 0, attemptLog{}, time.Time{}
+	ks.renews = 0
+	if ks.x != nil && ks.x.motion != nil {
+		ks.x.motion.renewals, ks.x.motion.renewAt = attemptLog{}, time.Time{}
+	}
 }
 
 // schedule makes sure ks is served at or before at.

@@ -99,8 +99,30 @@ func (ks *keyState) signed() []byte {
 }
 
 // keyExtra is the part of a key's state that an idle delegation does not
-// need. All zero means none of it is needed (empty).
+// need, in two parts dropped separately once all zero: the last release,
+// which outlives the delegation (a key that changed hands idles with just
+// this), and behind one more pointer what only a key in motion needs.
 type keyExtra struct {
+	last   lastRelease
+	motion *keyMotion
+}
+
+// lastRelease is the last token released, to answer a repeated Recall with
+// the same Release.
+type lastRelease struct {
+	token   fence.Token
+	barrier []byte
+	at      deadline.Instant
+	sent    bool
+}
+
+func (l *lastRelease) empty() bool {
+	return l.token == fence.Token{} && l.barrier == nil && l.at.IsZero() && !l.sent
+}
+
+// keyMotion is what only a key in motion needs: a request, a renewal in
+// flight, queued lockers.
+type keyMotion struct {
 	// The outstanding request (phase requested). target, detail and the
 	// key state's waitReason outlive it: they explain later failures.
 	req         msg.RequestID
@@ -115,46 +137,67 @@ type keyExtra struct {
 	renewals attemptLog
 	renewAt  time.Time
 
-	// The last token released, to answer a repeated Recall with the same Release.
-	lastToken   fence.Token
-	lastBarrier []byte
-	lastSent    bool
-	releasedAt  time.Time
-
 	// Local lockers queued (FIFO) behind the admitted one.
 	queue []localWaiter
 }
 
-func (x *keyExtra) empty() bool {
+func (x *keyMotion) empty() bool {
 	return x.req == msg.RequestID{} && x.target == msg.Member{} && x.attemptN == 0 && x.attempts.times == nil &&
 		x.nextSend.IsZero() && x.detail == "" && x.earlyRecall == fence.Token{} &&
-		x.renewals.times == nil && x.renewAt.IsZero() &&
-		x.lastToken == fence.Token{} && x.lastBarrier == nil && !x.lastSent && x.releasedAt.IsZero() &&
-		x.queue == nil
+		x.renewals.times == nil && x.renewAt.IsZero() && x.queue == nil
 }
 
-// noExtra is what a missing keyExtra reads as.
-var noExtra keyExtra
+// What missing parts read as.
+var (
+	noLast   lastRelease
+	noMotion keyMotion
+)
 
-// more returns ks's extra state for reading; all zero when it has none.
-func (ks *keyState) more() *keyExtra {
-	if ks.x == nil {
-		return &noExtra
+// more returns ks's key-in-motion state for reading; all zero when it has
+// none.
+func (ks *keyState) more() *keyMotion {
+	if ks.x == nil || ks.x.motion == nil {
+		return &noMotion
 	}
-	return ks.x
+	return ks.x.motion
 }
 
-// edit returns ks's extra state for writing, making it if need be.
-func (ks *keyState) edit() *keyExtra {
+// edit returns ks's key-in-motion state for writing, making it if need be.
+func (ks *keyState) edit() *keyMotion {
 	if ks.x == nil {
 		ks.x = new(keyExtra)
 	}
-	return ks.x
+	if ks.x.motion == nil {
+		ks.x.motion = new(keyMotion)
+	}
+	return ks.x.motion
 }
 
-// trim drops the extra state once none of it is needed.
+// last returns ks's last release for reading; all zero when it has none.
+func (ks *keyState) last() *lastRelease {
+	if ks.x == nil {
+		return &noLast
+	}
+	return &ks.x.last
+}
+
+// setLast records the last release.
+func (ks *keyState) setLast(l lastRelease) {
+	if ks.x == nil {
+		ks.x = new(keyExtra)
+	}
+	ks.x.last = l
+}
+
+// trim drops the parts of the extra state that are no longer needed.
 func (ks *keyState) trim() {
-	if ks.x != nil && ks.x.empty() {
+	if ks.x == nil {
+		return
+	}
+	if ks.x.motion != nil && ks.x.motion.empty() {
+		ks.x.motion = nil
+	}
+	if ks.x.motion == nil && ks.x.last.empty() {
 		ks.x = nil
 	}
 }
@@ -165,7 +208,7 @@ func (ks *keyState) queue() []localWaiter { return ks.more().queue }
 func (ks *keyState) setQueue(q []localWaiter) {
 	if len(q) == 0 {
 		q = nil
-		if ks.x == nil {
+		if ks.x == nil || ks.x.motion == nil {
 			return
 		}
 	}
