@@ -32,6 +32,9 @@ type Table[T any] struct {
 	n    int
 	key  func(*T) string
 	seed maphash.Seed
+	// last is the state Get last found: a lock and its unlock, and the
+	// repeat locks of one key, look the same key up in a row.
+	last *T
 }
 
 const (
@@ -70,11 +73,15 @@ func (t *Table[T]) find(k string, h uint64) (int, bool) {
 
 // Get returns the state for key k, nil if there is none.
 func (t *Table[T]) Get(k string) *T {
+	if t.last != nil && t.key(t.last) == k {
+		return t.last
+	}
 	if t.n == 0 {
 		return nil
 	}
 	if i, ok := t.find(k, t.hash(k)); ok {
-		return t.slots[i]
+		t.last = t.slots[i]
+		return t.last
 	}
 	return nil
 }
@@ -89,6 +96,8 @@ func (t *Table[T]) Put(v *T) {
 	if !ok {
 		t.n++
 		t.tags[i] = tag(h)
+	} else if t.slots[i] == t.last {
+		t.last = nil
 	}
 	t.slots[i] = v
 }
@@ -101,6 +110,9 @@ func (t *Table[T]) Delete(k string) {
 	i, ok := t.find(k, t.hash(k))
 	if !ok {
 		return
+	}
+	if t.slots[i] == t.last {
+		t.last = nil
 	}
 	// Backward shift: move later members of the probe run into the hole
 	// unless their own probe starts after it, so that no probe meets an
