@@ -20,11 +20,10 @@ const (
 
 // keyState is one key at this holder. A node may hold a million idle
 // delegations, so the state is kept to what an idle one needs (96 bytes,
-// TestKeyStateSize); whatever only a key in motion needs (a request, queued
-// lockers, a renewal in flight, the last release) is in x, which is dropped
-// again once all of it is back to zero. Readers of x's fields go through
-// the accessors below, which read a missing x as all zero, so dropping it
-// changes nothing.
+// TestKeyStateSize); the rest (the last release; a request, queued lockers,
+// a renewal in flight) is behind x, whose parts are dropped again once all
+// zero. Readers go through the accessors below, which read a missing part as
+// all zero, so dropping it changes nothing.
 type keyState struct {
 	key string
 	// The delegation (phase held).
