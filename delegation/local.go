@@ -1,13 +1,17 @@
 package delegation
 
-import "time"
+import (
+	"time"
+
+	"github.com/homelock/homelock/internal/deadline"
+)
 
 // TryAdmit is the fast path: if this node holds key's delegation, nobody is
 // admitted or queued, and the lease has room, it admits locker at once with
 // zero messages and no allocation.
 func (m *Machine) TryAdmit(now time.Time, key string, locker uint64, lease time.Duration) (Event, bool) {
-	ks := m.keys[key]
-	if ks == nil || ks.active != nil || len(ks.queue) > 0 || !m.canAdmit(now, ks) {
+	ks := m.keys.Get(key)
+	if ks == nil || ks.active != 0 || len(ks.queue()) > 0 || !m.canAdmit(now, ks) {
 		return Event{}, false
 	}
 	m.stats.LocalFast++
@@ -25,24 +29,25 @@ func (m *Machine) Lock(now time.Time, key string, locker uint64, deadline time.T
 		m.event(ev)
 		return
 	}
-	ks := m.keys[key]
+	ks := m.keys.Get(key)
 	if ks == nil {
-		ks = &keyState{left: -1}
-		m.keys[key] = ks
+		ks = &keyState{key: key, left: -1}
+		m.keys.Put(ks)
 	}
-	ks.queue = append(ks.queue, localWaiter{locker: locker, deadline: deadline, lease: lease})
+	x := ks.edit()
+	x.queue = append(x.queue, localWaiter{locker: locker, deadline: deadline, lease: lease})
 	m.service(now, key, ks)
 }
 
 // Unlock ends locker's critical section (a no-op if it is not admitted). It
 // reports whether the fast path sufficed (nothing else to do).
 func (m *Machine) Unlock(now time.Time, key string, locker uint64) bool {
-	ks := m.keys[key]
-	if ks == nil || ks.active == nil || ks.active.locker != locker {
+	ks := m.keys.Get(key)
+	if ks == nil || ks.active == 0 || m.handle(ks).locker != locker {
 		return true
 	}
-	ks.active = nil
-	if len(ks.queue) == 0 && ks.left != 0 {
+	m.endActive(ks)
+	if len(ks.queue()) == 0 && ks.left != 0 {
 		return true
 	}
 	m.service(now, key, ks)
@@ -54,31 +59,32 @@ func (m *Machine) Unlock(now time.Time, key string, locker uint64) bool {
 // local locker waits and the delegation is not draining). Otherwise it
 // changes nothing and the caller uses Unlock with the current time.
 func (m *Machine) TryUnlock(key string, locker uint64) bool {
-	ks := m.keys[key]
-	if ks == nil || ks.active == nil || ks.active.locker != locker {
+	ks := m.keys.Get(key)
+	if ks == nil || ks.active == 0 || m.handle(ks).locker != locker {
 		return true
 	}
-	if len(ks.queue) > 0 || ks.left == 0 {
+	if len(ks.queue()) > 0 || ks.left == 0 {
 		return false
 	}
-	ks.active = nil
+	m.endActive(ks)
 	return true
 }
 
 // Cancel withdraws a queued locker (its context ended); no event follows.
 func (m *Machine) Cancel(now time.Time, key string, locker uint64) {
-	ks := m.keys[key]
+	ks := m.keys.Get(key)
 	if ks == nil {
 		return
 	}
-	for i, w := range ks.queue {
+	for i, w := range ks.queue() {
 		if w.locker == locker {
-			ks.queue = append(ks.queue[:i], ks.queue[i+1:]...)
+			q := ks.queue()
+			ks.setQueue(append(q[:i], q[i+1:]...))
 			m.service(now, key, ks)
 			return
 		}
 	}
-	if ks.active != nil && ks.active.locker == locker {
+	if ks.active != 0 && m.handle(ks).locker == locker {
 		m.Unlock(now, key, locker)
 	}
 }
@@ -87,41 +93,39 @@ func (m *Machine) Cancel(now time.Time, key string, locker uint64) {
 // A holder whose renewal is outstanding near expiry is in OWNERSHIP_UNKNOWN
 // and admits nothing.
 func (m *Machine) canAdmit(now time.Time, ks *keyState) bool {
-	return ks.phase == held && ks.fresh && !ks.settling && ks.left != 0 && m.mixed == "" &&
-		ks.expires.Sub(now) > m.cfg.MinUseful
+	return ks.phase == held && ks.is(fresh) && !ks.is(settling) && ks.left != 0 && m.mixed == "" &&
+		ks.expires.Sub(deadline.At(now)) > m.cfg.MinUseful
 }
 
+// admit is on the fast path: its arithmetic is on Instants, converted once.
 func (m *Machine) admit(now time.Time, key string, ks *keyState, locker uint64, lease time.Duration) Event {
+	at := deadline.At(now)
 	end := ks.expires
-	if lease > 0 && now.Add(lease).Before(end) {
-		end = now.Add(lease)
-	}
 	// Without its own lease a critical section follows the delegation, so a
 	// renewal extends it too (leaseEnd zero).
-	// The handle lives in the key's state: the fast path allocates nothing.
-	ks.slot = handle{locker: locker}
+	// The handle's slot is reused: the fast path allocates nothing.
+	h := handle{locker: locker}
 	if lease > 0 {
-		ks.slot.leaseEnd = now.Add(lease)
+		h.leaseEnd = at.Add(lease)
+		end = min(end, h.leaseEnd)
 	}
-	ks.active = &ks.slot
-	ks.admitted++
+	m.setActive(ks, h)
+	ks.set(admitted, true)
 	if ks.left > 0 {
 		ks.left--
 	}
 	m.stats.Admissions++
-	if ks.wake.IsZero() || end.Before(ks.wake) {
-		m.schedule(key, ks, end)
-	}
+	m.timers.Add(ks, end)
 	if m.needsRenew(now, ks) {
-		m.schedule(key, ks, now)
+		m.timers.Add(ks, at)
 	}
-	return Event{Kind: Admitted, Key: key, Locker: locker, Token: ks.token, Expires: end, Signed: ks.signed}
+	return Event{Kind: Admitted, Key: key, Locker: locker, Token: ks.token, Expires: end.Time(), Signed: ks.signed()}
 }
 
 // handleEnd is when the admitted critical section must stop.
-func (ks *keyState) handleEnd() time.Time {
-	if !ks.active.leaseEnd.IsZero() && ks.active.leaseEnd.Before(ks.expires) {
-		return ks.active.leaseEnd
+func (m *Machine) handleEnd(ks *keyState) time.Time {
+	if h := m.handle(ks); !h.leaseEnd.IsZero() && h.leaseEnd.Before(ks.expires) {
+		return h.leaseEnd.Time()
 	}
-	return ks.expires
+	return ks.expires.Time()
 }

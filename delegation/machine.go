@@ -8,6 +8,8 @@ import (
 	"github.com/homelock/homelock/epoch"
 	"github.com/homelock/homelock/fence"
 	"github.com/homelock/homelock/internal/deadline"
+	"github.com/homelock/homelock/internal/keytab"
+	"github.com/homelock/homelock/internal/peers"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -19,81 +21,22 @@ type Machine struct {
 	// node's protocol version: cluster locks fail closed, and it says who
 	// runs what.
 	mixed  string
-	keys   map[string]*keyState
+	keys   keytab.Table[keyState]
 	seq    uint64
-	timers deadline.Heap
-	stats  Stats
-	out    Output
-}
-
-// phase of one key at this holder.
-type phase uint8
-
-const (
-	idle      phase = iota // no delegation, no request
-	requested              // an Acquire is outstanding
-	held                   // a delegation is held (maybe recalled, maybe settling)
-)
-
-type keyState struct {
-	phase phase
-
-	// The outstanding request (phase requested).
-	req        msg.RequestID
-	target     msg.Member
-	attempts   attemptLog
-	nextSend   time.Time
-	waitReason msg.WaitReason
-	detail     string
-	// earlyRecall is a Recall that overtook its Grant (H6).
-	earlyRecall fence.Token
-
-	// The delegation (phase held).
-	token     fence.Token
-	issuer    msg.Member
-	issuerInc uint64
-	expires   time.Time // on this holder's clock, shortened by drift
-	lease     time.Duration
-	inherited []byte // barrier received with the grant
-	signed    []byte
-	fresh     bool // the store's wait hook returned for inherited
-	freshAsk  bool
-	admitted  int
-	// left is how many more critical sections may start (-1: unlimited); a
-	// contended grant allows one, a recall none.
-	left     int
-	settling bool
-	renews   attemptLog
-	renewAt  time.Time
-
-	// The last token released, to answer a repeated Recall with the same Release.
-	lastToken   fence.Token
-	lastBarrier []byte
-	lastSent    bool
-	releasedAt  time.Time
-
-	// Local lockers: the one admitted and those queued (FIFO).
-	active *handle // nil, or &slot
-	slot   handle
-	queue  []localWaiter
-
-	wake time.Time
-}
-
-type handle struct {
-	locker   uint64
-	leaseEnd time.Time
-}
-
-type localWaiter struct {
-	locker   uint64
-	deadline time.Time
-	lease    time.Duration
+	timers deadline.Heap[keyState]
+	// handles are the admitted critical sections (keyState.active), with
+	// the free slots to reuse.
+	handles     []handle
+	freeHandles []uint32
+	peers       peers.Table
+	stats       Stats
+	out         Output
 }
 
 // New returns a holder for incarnation cfg.Inc.
 func New(cfg Config) *Machine {
-	return &Machine{cfg: cfg, keys: make(map[string]*keyState)}
+	return &Machine{cfg: cfg, keys: keytab.New(func(ks *keyState) string { return ks.key }),
+		timers: deadline.NewHeap(func(ks *keyState) *uint32 { return &ks.pos })}
 }
 
 // Ready returns what the inputs since the last call asked for and resets it.
@@ -125,24 +68,25 @@ func (m *Machine) OnEpoch(now time.Time, e msg.Epoch) {
 		m.mixed = ""
 	}
 	if m.mixed != "" {
-		for _, key := range deadline.SortedKeys(m.keys) {
-			ks := m.keys[key]
-			for _, w := range ks.queue {
+		for _, key := range m.keys.Keys() {
+			ks := m.keys.Get(key)
+			for _, w := range ks.queue() {
 				m.event(Event{Kind: Failed, Key: key, Locker: w.locker, Reason: ReasonUnavailable, Detail: m.mixed})
 			}
-			ks.queue = nil
+			ks.setQueue(nil)
 			m.service(now, key, ks)
 		}
 		return
 	}
-	for _, key := range deadline.SortedKeys(m.keys) {
-		ks := m.keys[key]
+	for _, key := range m.keys.Keys() {
+		ks := m.keys.Get(key)
 		if ks == nil || ks.phase != requested {
 			continue
 		}
-		if h, ok := m.ring.Home(key); ok && !h.Same(ks.target) {
-			ks.target = h
-			ks.nextSend = now
+		if h, ok := m.ring.Home(key); ok && !h.Same(ks.more().target) {
+			x := ks.edit()
+			x.target = h
+			x.nextSend = now
 			m.service(now, key, ks)
 		}
 	}
@@ -169,39 +113,32 @@ func (m *Machine) Mixed() string { return m.mixed }
 // Tick runs what is due at now.
 func (m *Machine) Tick(now time.Time) {
 	for {
-		key, ok := m.timers.PopDue(now)
+		ks, ok := m.timers.PopDue(deadline.At(now))
 		if !ok {
 			return
 		}
-		if ks := m.keys[key]; ks != nil {
-			ks.wake = time.Time{}
-			m.service(now, key, ks)
+		// A forgotten state leaves the heap; should one ever be scheduled
+		// after that, it must not be served in place of the key's live one.
+		if m.keys.Get(ks.key) == ks {
+			m.service(now, ks.key, ks)
 		}
 	}
 }
 
 // NextDeadline is when Tick next has work; zero when none.
-func (m *Machine) NextDeadline() time.Time { return m.timers.Next() }
-
-func (m *Machine) schedule(key string, ks *keyState, at time.Time) {
-	if at.IsZero() || (!ks.wake.IsZero() && !ks.wake.After(at)) {
-		return
-	}
-	ks.wake = at
-	m.timers.Add(at, key)
-}
+func (m *Machine) NextDeadline() time.Time { return m.timers.Next().Time() }
 
 // Stats returns the holder's counters.
 func (m *Machine) Stats() Stats {
 	s := m.stats
-	for _, ks := range m.keys {
+	for ks := range m.keys.All() {
 		switch ks.phase {
 		case held:
 			s.Held++
 		case requested:
 			s.Pending++
 		}
-		s.Deferred += len(ks.queue)
+		s.Deferred += len(ks.queue())
 	}
 	return s
 }
@@ -210,18 +147,18 @@ func (m *Machine) Stats() Stats {
 // its token, its expiry on this node's clock, and whether a critical section
 // is admitted.
 func (m *Machine) Holding(key string) (tok fence.Token, expires time.Time, active bool, ok bool) {
-	ks := m.keys[key]
+	ks := m.keys.Get(key)
 	if ks == nil || ks.phase != held {
 		return fence.Token{}, time.Time{}, false, false
 	}
-	return ks.token, ks.expires, ks.active != nil, true
+	return ks.token, ks.expires.Time(), ks.active != 0, true
 }
 
 // HeldKeys lists, in order, the keys whose delegation this node holds.
 func (m *Machine) HeldKeys() []string {
 	var keys []string
-	for _, key := range deadline.SortedKeys(m.keys) {
-		if m.keys[key].phase == held {
+	for _, key := range m.keys.Keys() {
+		if m.keys.Get(key).phase == held {
 			keys = append(keys, key)
 		}
 	}
@@ -231,8 +168,8 @@ func (m *Machine) HeldKeys() []string {
 // ClockJump drops every delegation this node holds at once: its clock can no
 // longer be trusted to expire them before their homes do (H9).
 func (m *Machine) ClockJump(now time.Time) {
-	for _, key := range deadline.SortedKeys(m.keys) {
-		if ks := m.keys[key]; ks != nil && ks.phase == held {
+	for _, key := range m.keys.Keys() {
+		if ks := m.keys.Get(key); ks != nil && ks.phase == held {
 			m.lose(now, ks, key, "clock jump")
 			m.service(now, key, ks)
 		}

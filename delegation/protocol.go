@@ -13,44 +13,55 @@ import (
 // any other Grant is answered with a Release of its token, so a lost or late
 // reply never leaves a second holder (H6).
 func (m *Machine) Grant(now time.Time, env msg.Envelope, g msg.Grant) {
-	ks := m.keys[g.Key]
+	ks := m.keys.Get(g.Key)
 	if ks != nil && ks.phase == held && ks.token == g.Token {
 		return // a duplicate of what we hold
 	}
-	if ks == nil || ks.phase != requested || ks.req != g.Req {
+	if ks == nil || ks.phase != requested || ks.more().req != g.Req {
 		m.stats.Unused++
 		m.send(env.From.ID, msg.Release{Key: g.Key, Token: g.Token, Barrier: g.Barrier})
 		return
 	}
-	anchor, ok := ks.attempts.sentAt(g.Attempt)
+	x := ks.edit()
+	anchor, ok := x.attempts.sentAt(x.attemptN, g.Attempt)
 	if m.cfg.Mutations.AnchorAtReceipt {
 		anchor, ok = now, true
 	}
 	lease := m.shorten(g.Lease)
 	expires := anchor.Add(lease)
-	recalled := g.Recalled || (ks.earlyRecall == g.Token && !m.cfg.Mutations.AdmitRecalledGrant)
+	recalled := g.Recalled || (x.earlyRecall == g.Token && !m.cfg.Mutations.AdmitRecalledGrant)
 	if !ok || recalled || expires.Sub(now) <= m.cfg.MinUseful {
 		// Late, unanchored or recalled before it arrived: use nothing, give it
 		// back, and ask again if lockers still wait.
 		m.stats.Unused++
 		m.send(env.From.ID, msg.Release{Key: g.Key, Token: g.Token, Barrier: g.Barrier})
-		ks.phase, ks.req = idle, msg.RequestID{}
+		ks.phase, x.req = idle, msg.RequestID{}
 		m.service(now, g.Key, ks)
 		return
 	}
 	ks.phase = held
-	ks.req = msg.RequestID{}
-	ks.attempts.drop()
-	ks.token, ks.issuer, ks.issuerInc = g.Token, env.From, env.FromInc
-	ks.expires, ks.lease = expires, g.Lease
-	ks.inherited, ks.signed = g.Barrier, g.Signed
-	ks.admitted, ks.left = 0, -1
+	// The request is answered: nothing of it is read again before the next
+	// one starts (request), except what explains later failures.
+	x.req, x.attemptN, x.attempts, x.nextSend, x.earlyRecall = msg.RequestID{}, 0, attemptLog{}, time.Time{}, fence.Token{}
+	if x.target.ID == env.From.ID {
+		x.target = msg.Member{}
+		ks.set(targetIsIssuer, true)
+	}
+	ks.token = g.Token
+	m.setIssuer(ks, env.From, env.FromInc)
+	ks.expires, ks.lease = deadline.At(expires), g.Lease
+	ks.grant = nil
+	if g.Barrier != nil || g.Signed != nil {
+		ks.grant = &grantBytes{inherited: g.Barrier, signed: g.Signed}
+	}
+	ks.set(admitted, false)
+	ks.left = -1
 	if g.Contended {
 		ks.left = 1
 	}
-	ks.fresh = len(g.Barrier) == 0
-	if !ks.fresh {
-		ks.freshAsk = true
+	ks.set(fresh, len(g.Barrier) == 0)
+	if !ks.is(fresh) {
+		ks.set(freshAsk, true)
 		m.event(Event{Kind: WaitFresh, Key: g.Key, Token: g.Token, Barrier: g.Barrier, Deadline: expires})
 	}
 	m.service(now, g.Key, ks)
@@ -58,23 +69,24 @@ func (m *Machine) Grant(now time.Time, env msg.Envelope, g msg.Grant) {
 
 // Wait records why the outstanding request is queued.
 func (m *Machine) Wait(now time.Time, w msg.Wait) {
-	if ks := m.keys[w.Key]; ks != nil && ks.phase == requested && ks.req == w.Req {
-		ks.waitReason, ks.detail = w.Reason, ""
+	if ks := m.keys.Get(w.Key); ks != nil && ks.phase == requested && ks.more().req == w.Req {
+		ks.waitReason, ks.edit().detail = w.Reason, ""
 	}
 }
 
 // NotHome: the receiver is not the key's home in its epoch. The driver brings
 // the epochs in line; the request is retargeted and resent at its next retry.
 func (m *Machine) NotHome(now time.Time, env msg.Envelope, n msg.NotHome) {
-	ks := m.keys[n.Key]
-	if ks == nil || ks.phase != requested || ks.req != n.Req {
+	ks := m.keys.Get(n.Key)
+	if ks == nil || ks.phase != requested || ks.more().req != n.Req {
 		return
 	}
-	ks.detail = fmt.Sprintf("node %s is not the key's home in epoch %d", env.From.ID, env.Epoch)
+	x := ks.edit()
+	x.detail = fmt.Sprintf("node %s is not the key's home in epoch %d", env.From.ID, env.Epoch)
 	if m.ring != nil {
-		if h, ok := m.ring.Home(n.Key); ok && !h.Same(ks.target) {
-			ks.target = h
-			ks.nextSend = now
+		if h, ok := m.ring.Home(n.Key); ok && !h.Same(x.target) {
+			x.target = h
+			x.nextSend = now
 			m.service(now, n.Key, ks)
 		}
 	}
@@ -82,8 +94,8 @@ func (m *Machine) NotHome(now time.Time, env msg.Envelope, n msg.NotHome) {
 
 // Refused fails every local locker waiting on the request.
 func (m *Machine) Refused(now time.Time, env msg.Envelope, r msg.Refused) {
-	ks := m.keys[r.Key]
-	if ks == nil || ks.phase != requested || ks.req != r.Req {
+	ks := m.keys.Get(r.Key)
+	if ks == nil || ks.phase != requested || ks.more().req != r.Req {
 		return
 	}
 	reason := ReasonUnavailable
@@ -91,11 +103,11 @@ func (m *Machine) Refused(now time.Time, env msg.Envelope, r msg.Refused) {
 		reason = ReasonTooMany
 	}
 	detail := fmt.Sprintf("home %s refused: %s", env.From.ID, r.Reason)
-	for _, w := range ks.queue {
+	for _, w := range ks.queue() {
 		m.event(Event{Kind: Failed, Key: r.Key, Locker: w.locker, Reason: reason, Detail: detail})
 	}
-	ks.queue = nil
-	ks.phase, ks.req = idle, msg.RequestID{}
+	ks.setQueue(nil)
+	ks.phase, ks.edit().req = idle, msg.RequestID{}
 	m.service(now, r.Key, ks)
 }
 
@@ -103,7 +115,7 @@ func (m *Machine) Refused(now time.Time, env msg.Envelope, r msg.Refused) {
 // Recall that overtakes its Grant marks the request; a Recall for a token no
 // longer held is answered with that token's Release again.
 func (m *Machine) Recall(now time.Time, env msg.Envelope, r msg.Recall) {
-	ks := m.keys[r.Key]
+	ks := m.keys.Get(r.Key)
 	switch {
 	case ks != nil && ks.phase == held && ks.token == r.Token:
 		// No new critical section on a recalled delegation, except the first:
@@ -112,15 +124,15 @@ func (m *Machine) Recall(now time.Time, env msg.Envelope, r msg.Recall) {
 		// head locker once, as under a contended grant. Giving the key back
 		// unused would let a contender lose every turn.
 		ks.left = 0
-		if ks.admitted == 0 && len(ks.queue) > 0 {
+		if !ks.is(admitted) && len(ks.queue()) > 0 {
 			ks.left = 1
 		}
 		m.service(now, r.Key, ks)
 	case ks != nil && ks.phase == requested:
-		ks.earlyRecall = r.Token
-	case ks != nil && ks.lastToken == r.Token:
-		if ks.lastSent {
-			m.send(env.From.ID, msg.Release{Key: r.Key, Token: r.Token, Barrier: ks.lastBarrier})
+		ks.edit().earlyRecall = r.Token
+	case ks != nil && ks.last().token == r.Token:
+		if l := ks.last(); l.sent {
+			m.send(env.From.ID, msg.Release{Key: r.Key, Token: r.Token, Barrier: l.barrier})
 		}
 	default:
 		// Never held here: releasing it is what its home needs.
@@ -131,7 +143,7 @@ func (m *Machine) Recall(now time.Time, env msg.Envelope, r msg.Recall) {
 // RenewReply extends the delegation from the send of the attempt it echoes;
 // a refusal counts as a Recall.
 func (m *Machine) RenewReply(now time.Time, r msg.RenewReply) {
-	ks := m.keys[r.Key]
+	ks := m.keys.Get(r.Key)
 	if ks == nil || ks.phase != held || ks.token != r.Token {
 		return
 	}
@@ -140,17 +152,18 @@ func (m *Machine) RenewReply(now time.Time, r msg.RenewReply) {
 		m.service(now, r.Key, ks)
 		return
 	}
-	sent, ok := ks.renews.sentAt(r.Attempt)
+	sent, ok := ks.more().renewals.sentAt(ks.renews, r.Attempt)
 	if !ok {
 		return
 	}
-	if e := sent.Add(m.shorten(r.Lease)); e.After(ks.expires) {
+	if e := deadline.At(sent.Add(m.shorten(r.Lease))); e.After(ks.expires) {
 		ks.expires = e
 		ks.lease = r.Lease
-		ks.renewAt = time.Time{}
-		ks.renews.drop()
-		if ks.active != nil {
-			m.event(Event{Kind: Extended, Key: r.Key, Locker: ks.active.locker, Token: ks.token, Expires: ks.handleEnd()})
+		x := ks.edit()
+		x.renewAt = time.Time{}
+		x.renewals = attemptLog{}
+		if h := m.handle(ks); h != nil {
+			m.event(Event{Kind: Extended, Key: r.Key, Locker: h.locker, Token: ks.token, Expires: m.handleEnd(ks)})
 		}
 	}
 	m.service(now, r.Key, ks)
@@ -159,8 +172,8 @@ func (m *Machine) RenewReply(now time.Time, r msg.RenewReply) {
 // Settled reports the store's barrier hook for (key, token). A completion for
 // any other token is dropped (H20); a failed hook sends no Release.
 func (m *Machine) Settled(now time.Time, key string, tok fence.Token, barrier []byte, err error) {
-	ks := m.keys[key]
-	if ks == nil || ks.phase != held || !ks.settling || (ks.token != tok && !m.cfg.Mutations.UntaggedHooks) {
+	ks := m.keys.Get(key)
+	if ks == nil || ks.phase != held || !ks.is(settling) || (ks.token != tok && !m.cfg.Mutations.UntaggedHooks) {
 		return
 	}
 	if err != nil {
@@ -175,21 +188,21 @@ func (m *Machine) Settled(now time.Time, key string, tok fence.Token, barrier []
 // Fresh reports the store's wait hook for (key, token): the successor may
 // admit once the store caught up with the inherited barrier.
 func (m *Machine) Fresh(now time.Time, key string, tok fence.Token, err error) {
-	ks := m.keys[key]
-	if ks == nil || ks.phase != held || ks.token != tok || !ks.freshAsk {
+	ks := m.keys.Get(key)
+	if ks == nil || ks.phase != held || ks.token != tok || !ks.is(freshAsk) {
 		return
 	}
-	ks.freshAsk = false
+	ks.set(freshAsk, false)
 	if err != nil {
-		for _, w := range ks.queue {
+		for _, w := range ks.queue() {
 			m.event(Event{Kind: Failed, Key: key, Locker: w.locker, Reason: ReasonHookFailed, Detail: "wait-fresh hook: " + err.Error()})
 		}
-		ks.queue = nil
-		m.release(now, key, ks, ks.inherited)
+		ks.setQueue(nil)
+		m.release(now, key, ks, ks.inherited())
 		m.service(now, key, ks)
 		return
 	}
-	ks.fresh = true
+	ks.set(fresh, true)
 	m.service(now, key, ks)
 }
 
@@ -199,8 +212,8 @@ func (m *Machine) Fresh(now time.Time, key string, tok fence.Token, err error) {
 // from its older incarnations from now on (H1, H11).
 func (m *Machine) Reclaim(now time.Time, env msg.Envelope) {
 	var kept []msg.HeldDelegation
-	for _, key := range deadline.SortedKeys(m.keys) {
-		ks := m.keys[key]
+	for _, key := range m.keys.Keys() {
+		ks := m.keys.Get(key)
 		if ks == nil {
 			continue
 		}
@@ -210,15 +223,18 @@ func (m *Machine) Reclaim(now time.Time, env msg.Envelope) {
 		// reported again, so answers are idempotent. The home may receive a
 		// repeated Reclaim's answer first (reordered) and must not take an
 		// empty one for the truth (seed 5522 of the simulator).
-		case ks.phase == held && ks.issuer.ID == env.From.ID && ks.token.Incarnation < env.FromInc &&
+		case ks.phase == held && m.issuer(ks).ID == env.From.ID && ks.token.Incarnation < env.FromInc &&
 			(!m.cfg.Mutations.ReclaimLastIncOnly || ks.token.Incarnation+1 == env.FromInc):
-			kept = append(kept, msg.HeldDelegation{Key: key, Token: ks.token, Remaining: ks.expires.Sub(now), Barrier: ks.inherited})
-			if ks.issuerInc < env.FromInc {
-				ks.issuer, ks.issuerInc = env.From, env.FromInc
-				ks.renewAt = time.Time{}
+			kept = append(kept, msg.HeldDelegation{Key: key, Token: ks.token, Remaining: ks.expires.Time().Sub(now), Barrier: ks.inherited()})
+			if m.issuer(ks).Inc < env.FromInc {
+				m.setIssuer(ks, env.From, env.FromInc)
+				if ks.x != nil && ks.x.motion != nil {
+					ks.x.motion.renewAt = time.Time{}
+					ks.trim()
+				}
 			}
-		case ks.phase == requested && ks.target.ID == env.From.ID:
-			ks.nextSend = now
+		case ks.phase == requested && ks.more().target.ID == env.From.ID:
+			ks.edit().nextSend = now
 			m.service(now, key, ks)
 		}
 	}

@@ -5,50 +5,52 @@ import (
 	"time"
 
 	"github.com/homelock/homelock/fence"
+	"github.com/homelock/homelock/internal/deadline"
 	"github.com/homelock/homelock/msg"
 )
 
 // service brings one key up to date at now: expiries, deadlines, drains,
 // admissions, renewals, (re)sends, and its next wake-up.
 func (m *Machine) service(now time.Time, key string, ks *keyState) {
-	if ks.phase == held && !now.Before(ks.expires) {
+	if ks.phase == held && !now.Before(ks.expires.Time()) {
 		m.stats.Expired++
 		m.lose(now, ks, key, "delegation lease expired")
 	}
-	if ks.active != nil && !now.Before(ks.handleEnd()) {
-		m.event(Event{Kind: Revoked, Key: key, Locker: ks.active.locker, Token: ks.token, Reason: ReasonLeaseExpired})
-		ks.active = nil
+	if ks.active != 0 && !now.Before(m.handleEnd(ks)) {
+		m.event(Event{Kind: Revoked, Key: key, Locker: m.handle(ks).locker, Token: ks.token, Reason: ReasonLeaseExpired})
+		m.endActive(ks)
 	}
 	m.failOverdue(now, key, ks)
 
 	switch ks.phase {
 	case held:
-		if ks.active == nil && !ks.settling && m.shouldDrain(now, ks) {
+		if ks.active == 0 && !ks.is(settling) && m.shouldDrain(now, ks) {
 			m.drain(now, key, ks)
 			break
 		}
-		if ks.active == nil && len(ks.queue) > 0 && m.canAdmit(now, ks) {
-			w := ks.queue[0]
-			ks.queue = ks.queue[1:]
+		if q := ks.queue(); ks.active == 0 && len(q) > 0 && m.canAdmit(now, ks) {
+			w := q[0]
+			ks.setQueue(q[1:])
 			m.event(m.admit(now, key, ks, w.locker, w.lease))
 		}
-		if m.needsRenew(now, ks) && !now.Before(ks.renewAt) {
+		if m.needsRenew(now, ks) && !now.Before(ks.more().renewAt) {
 			m.sendRenew(now, key, ks)
 		}
 	case requested:
-		if len(ks.queue) == 0 {
-			m.send(ks.target.ID, msg.Withdraw{Key: key, Req: ks.req})
+		if x := ks.more(); len(x.queue) == 0 {
+			m.send(x.target.ID, msg.Withdraw{Key: key, Req: x.req})
 			ks.phase = idle
-			ks.req = msg.RequestID{}
-		} else if !now.Before(ks.nextSend) {
+			ks.edit().req = msg.RequestID{}
+		} else if !now.Before(x.nextSend) {
 			m.sendAcquire(now, key, ks)
 		}
 	}
 	// Lockers still wait after the delegation went back (released above, or
 	// lost): ask again at once, behind whoever waits at the home.
-	if ks.phase == idle && len(ks.queue) > 0 {
+	if ks.phase == idle && len(ks.queue()) > 0 {
 		m.request(now, key, ks)
 	}
+	ks.trim()
 	m.reschedule(now, key, ks)
 }
 
@@ -59,23 +61,23 @@ func (m *Machine) shouldDrain(now time.Time, ks *keyState) bool {
 	switch {
 	case ks.left == 0:
 		return true
-	case len(ks.queue) > 0:
+	case len(ks.queue()) > 0:
 		return false
 	case ks.left > 0:
 		return true
 	}
-	return ks.expires.Sub(now) <= m.lapseMargin()
+	return ks.expires.Time().Sub(now) <= m.lapseMargin()
 }
 
 func (m *Machine) lapseMargin() time.Duration { return 2 * m.cfg.MinUseful }
 
 // needsRenew: renew only while the key is in use, once half the lease is gone.
 func (m *Machine) needsRenew(now time.Time, ks *keyState) bool {
-	if ks.phase != held || ks.settling || ks.left >= 0 {
+	if ks.phase != held || ks.is(settling) || ks.left >= 0 {
 		return false
 	}
-	inUse := ks.active != nil || len(ks.queue) > 0
-	return inUse && ks.expires.Sub(now) < ks.lease/2
+	inUse := ks.active != 0 || len(ks.queue()) > 0
+	return inUse && ks.expires.Sub(deadline.At(now)) < ks.lease/2
 }
 
 func (m *Machine) reschedule(now time.Time, key string, ks *keyState) {
@@ -85,28 +87,30 @@ func (m *Machine) reschedule(now time.Time, key string, ks *keyState) {
 			at = t
 		}
 	}
+	x := ks.more()
 	switch ks.phase {
 	case held:
-		pick(ks.expires)
-		if ks.active != nil {
-			pick(ks.handleEnd())
+		expires := ks.expires.Time()
+		pick(expires)
+		if ks.active != 0 {
+			pick(m.handleEnd(ks))
 		}
 		switch {
-		case ks.settling || ks.left >= 0:
+		case ks.is(settling) || ks.left >= 0:
 			// Draining or a one-shot grant: no renewal, no lapse release.
-		case ks.active != nil || len(ks.queue) > 0:
-			pick(later(ks.renewAt, ks.expires.Add(-ks.lease/2)))
+		case ks.active != 0 || len(x.queue) > 0:
+			pick(later(x.renewAt, expires.Add(-ks.lease/2)))
 		default:
-			pick(ks.expires.Add(-m.lapseMargin()))
+			pick(expires.Add(-m.lapseMargin()))
 		}
 	case requested:
-		pick(ks.nextSend)
+		pick(x.nextSend)
 	}
-	for _, w := range ks.queue {
+	for _, w := range x.queue {
 		pick(w.deadline)
 	}
 	if at.IsZero() {
-		if ks.phase == idle && len(ks.queue) == 0 && ks.active == nil {
+		if ks.phase == idle && len(x.queue) == 0 && ks.active == 0 {
 			m.maybeForget(now, key, ks)
 		}
 		return
@@ -114,18 +118,20 @@ func (m *Machine) reschedule(now time.Time, key string, ks *keyState) {
 	if !at.After(now) {
 		at = now.Add(time.Nanosecond)
 	}
-	m.schedule(key, ks, at)
+	m.schedule(ks, at)
 }
 
 // maybeForget drops an idle key once a repeated Recall for its last token can
 // no longer come (the home recalls once, within its lease of the grant).
 func (m *Machine) maybeForget(now time.Time, key string, ks *keyState) {
 	keep := 2 * m.cfg.Lease
-	if ks.releasedAt.IsZero() || now.Sub(ks.releasedAt) >= keep {
-		delete(m.keys, key)
+	releasedAt := ks.last().at
+	if releasedAt.IsZero() || deadline.At(now).Sub(releasedAt) >= keep {
+		m.keys.Delete(key)
+		m.timers.Remove(ks)
 		return
 	}
-	m.schedule(key, ks, ks.releasedAt.Add(keep))
+	m.timers.Add(ks, releasedAt.Add(keep))
 }
 
 func later(a, b time.Time) time.Time {
@@ -137,13 +143,17 @@ func later(a, b time.Time) time.Time {
 
 // failOverdue answers queued lockers whose deadline passed.
 func (m *Machine) failOverdue(now time.Time, key string, ks *keyState) {
-	kept := ks.queue[:0]
-	for _, w := range ks.queue {
+	queue := ks.queue()
+	if len(queue) == 0 {
+		return
+	}
+	kept := queue[:0]
+	for _, w := range queue {
 		if now.Before(w.deadline) || w.deadline.IsZero() {
 			kept = append(kept, w)
 			continue
 		}
-		reason, detail := ReasonUnavailable, ks.detail
+		reason, detail := ReasonUnavailable, ks.more().detail
 		if ks.phase == held || ks.waitReason == msg.WaitHolder {
 			reason = ReasonTimeout
 		}
@@ -157,7 +167,7 @@ func (m *Machine) failOverdue(now time.Time, key string, ks *keyState) {
 		}
 		m.event(Event{Kind: Failed, Key: key, Locker: w.locker, Reason: reason, Detail: detail})
 	}
-	ks.queue = kept
+	ks.setQueue(kept)
 }
 
 func (m *Machine) heldDetail(ks *keyState) string {
@@ -168,18 +178,19 @@ func (m *Machine) heldDetail(ks *keyState) string {
 }
 
 func (m *Machine) waitDetail(ks *keyState) string {
+	target := m.targetID(ks)
 	switch ks.waitReason {
 	case msg.WaitHolder:
 		return "queued behind another holder"
 	case msg.WaitGate:
-		return fmt.Sprintf("home %s is in its activation gate", ks.target.ID)
+		return fmt.Sprintf("home %s is in its activation gate", target)
 	case msg.WaitLiveness:
-		return fmt.Sprintf("home %s has no epoch liveness", ks.target.ID)
+		return fmt.Sprintf("home %s has no epoch liveness", target)
 	}
-	if ks.target.ID == "" {
+	if target == "" {
 		return "no home known for the key (no epoch learned)"
 	}
-	return fmt.Sprintf("no answer from home %s", ks.target.ID)
+	return fmt.Sprintf("no answer from home %s", target)
 }
 
 // request starts a new Acquire. Request IDs only grow, across restarts too,
@@ -187,76 +198,96 @@ func (m *Machine) waitDetail(ks *keyState) string {
 func (m *Machine) request(now time.Time, key string, ks *keyState) {
 	m.seq++
 	ks.phase = requested
-	ks.req = msg.RequestID{Inc: m.cfg.Inc, Seq: m.seq}
-	ks.attempts = attemptLog{}
-	ks.earlyRecall = fence.Token{}
-	ks.waitReason, ks.detail = 0, ""
-	ks.target = msg.Member{}
+	x := ks.edit()
+	x.req = msg.RequestID{Inc: m.cfg.Inc, Seq: m.seq}
+	x.attemptN, x.attempts = 0, attemptLog{}
+	x.earlyRecall = fence.Token{}
+	ks.waitReason, x.detail = 0, ""
+	x.target = msg.Member{}
+	ks.set(targetIsIssuer, false)
 	if m.ring != nil {
-		ks.target, _ = m.ring.Home(key)
+		x.target, _ = m.ring.Home(key)
 	}
 	m.sendAcquire(now, key, ks)
 }
 
 func (m *Machine) sendAcquire(now time.Time, key string, ks *keyState) {
-	ks.nextSend = now.Add(m.cfg.RetryInterval)
-	if ks.target.ID == "" {
+	x := ks.edit()
+	x.nextSend = now.Add(m.cfg.RetryInterval)
+	if x.target.ID == "" {
 		if m.ring == nil {
 			return
 		}
-		if ks.target, _ = m.ring.Home(key); ks.target.ID == "" {
+		if x.target, _ = m.ring.Home(key); x.target.ID == "" {
 			return
 		}
 	}
-	n := ks.attempts.next(now)
-	m.send(ks.target.ID, msg.Acquire{Key: key, Req: ks.req, Attempt: n, Lease: m.cfg.Lease})
+	x.attemptN++
+	x.attempts.record(x.attemptN, now)
+	m.send(x.target.ID, msg.Acquire{Key: key, Req: x.req, Attempt: x.attemptN, Lease: m.cfg.Lease})
 }
 
 func (m *Machine) sendRenew(now time.Time, key string, ks *keyState) {
-	ks.renewAt = now.Add(m.cfg.RetryInterval)
-	n := ks.renews.next(now)
-	m.send(ks.issuer.ID, msg.Renew{Key: key, Token: ks.token, Attempt: n, Lease: m.cfg.Lease})
+	x := ks.edit()
+	x.renewAt = now.Add(m.cfg.RetryInterval)
+	ks.renews++
+	x.renewals.record(ks.renews, now)
+	m.send(m.issuer(ks).ID, msg.Renew{Key: key, Token: ks.token, Attempt: ks.renews, Lease: m.cfg.Lease})
 }
 
 // drain ends the delegation cleanly: settle the writes admitted under it,
 // then Release with the store's barrier. A holder that admitted nothing
 // passes on the barrier it inherited (H18).
 func (m *Machine) drain(now time.Time, key string, ks *keyState) {
-	if ks.admitted == 0 && !m.cfg.Mutations.OwnBarrier {
-		m.release(now, key, ks, ks.inherited)
+	if !ks.is(admitted) && !m.cfg.Mutations.OwnBarrier {
+		m.release(now, key, ks, ks.inherited())
 		return
 	}
-	barrier := ks.inherited
-	if ks.admitted == 0 {
+	barrier := ks.inherited()
+	if !ks.is(admitted) {
 		barrier = nil // OwnBarrier: the store returns its own (older) position
 	}
-	ks.settling = true
-	m.event(Event{Kind: Settle, Key: key, Token: ks.token, Barrier: barrier, Deadline: ks.expires})
+	ks.set(settling, true)
+	m.event(Event{Kind: Settle, Key: key, Token: ks.token, Barrier: barrier, Deadline: ks.expires.Time()})
 }
 
 func (m *Machine) release(now time.Time, key string, ks *keyState, barrier []byte) {
 	m.stats.Releases++
-	m.send(ks.issuer.ID, msg.Release{Key: key, Token: ks.token, Barrier: barrier})
-	ks.lastToken, ks.lastBarrier, ks.lastSent, ks.releasedAt = ks.token, barrier, true, now
-	m.clearDelegation(ks)
+	m.send(m.issuer(ks).ID, msg.Release{Key: key, Token: ks.token, Barrier: barrier})
+	m.clearDelegation(ks, barrier, true, now)
 }
 
 // lose drops the delegation without a Release (expired, clock jump, hook
 // failure): the home waits it out.
 func (m *Machine) lose(now time.Time, ks *keyState, key string, why string) {
-	if ks.active != nil {
-		m.event(Event{Kind: Revoked, Key: key, Locker: ks.active.locker, Token: ks.token, Reason: ReasonLeaseExpired, Detail: why})
-		ks.active = nil
+	if h := m.handle(ks); h != nil {
+		m.event(Event{Kind: Revoked, Key: key, Locker: h.locker, Token: ks.token, Reason: ReasonLeaseExpired, Detail: why})
+		m.endActive(ks)
 	}
-	ks.lastToken, ks.lastBarrier, ks.lastSent, ks.releasedAt = ks.token, nil, false, now
-	m.clearDelegation(ks)
+	m.clearDelegation(ks, nil, false, now)
 }
 
-func (m *Machine) clearDelegation(ks *keyState) {
+// clearDelegation ends the delegation, remembering its token and how it
+// went back (sent, with barrier) to answer a repeated Recall.
+func (m *Machine) clearDelegation(ks *keyState, barrier []byte, sent bool, now time.Time) {
+	ks.setLast(lastRelease{token: ks.token, barrier: barrier, at: deadline.At(now), sent: sent})
+	if ks.is(targetIsIssuer) {
+		// Only the target's ID is read from here on (waitDetail).
+		ks.edit().target = msg.Member{ID: m.issuer(ks).ID}
+		ks.set(targetIsIssuer, false)
+	}
 	ks.phase = idle
-	ks.token, ks.issuer, ks.issuerInc = fence.Token{}, msg.Member{}, 0
-	ks.inherited, ks.signed = nil, nil
-	ks.fresh, ks.freshAsk, ks.settling = false, false, false
-	ks.admitted, ks.left = 0, -1
-	ks.renews, ks.renewAt = attemptLog{}, time.Time{}
+	ks.token = fence.Token{}
+	m.peers.Unref(ks.issuer)
+	ks.issuer = 0
+	ks.grant = nil
+	ks.set(fresh|freshAsk|settling|admitted, false)
+	ks.left = -1
+	ks.renews = 0
+	if ks.x != nil && ks.x.motion != nil {
+		ks.x.motion.renewals, ks.x.motion.renewAt = attemptLog{}, time.Time{}
+	}
 }
+
+// schedule makes sure ks is served at or before at.
+func (m *Machine) schedule(ks *keyState, at time.Time) { m.timers.Add(ks, deadline.At(at)) }

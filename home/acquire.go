@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/homelock/homelock/fence"
+	"github.com/homelock/homelock/internal/deadline"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -25,21 +26,22 @@ func (m *Machine) Acquire(now time.Time, env msg.Envelope, a msg.Acquire) {
 		return
 	}
 	ke := m.entry(a.Key)
-	if d := ke.deleg; d != nil && d.req == a.Req && d.holder.Same(env.From) {
+	if ke.deleg() != nil && m.req(ke) == a.Req && m.holder(ke).Same(env.From) {
 		// A retransmission: the same grant while it is live, never a second
 		// holder (a lost reply). It echoes the attempt it first answered (H6).
-		m.sendGrant(a.Key, d)
+		m.sendGrant(ke)
 		return
 	}
 	w := m.waiterFor(ke, env.From)
 	if w == nil {
-		if m.cfg.MaxWaiters > 0 && len(ke.waiters) >= m.cfg.MaxWaiters {
+		if m.cfg.MaxWaiters > 0 && len(ke.waiters()) >= m.cfg.MaxWaiters {
 			m.stats.Refused++
 			m.send(env.From.ID, msg.Refused{Key: a.Key, Req: a.Req, Reason: msg.RefusedTooManyDelegations})
 			return
 		}
 		w = &waiter{from: env.From, since: now}
-		ke.waiters = append(ke.waiters, w)
+		x := ke.edit()
+		x.waiters = append(x.waiters, w)
 	}
 	if w.req.Less(a.Req) || (w.req == a.Req && !m.cfg.Mutations.EchoFirstAttempt) {
 		w.req, w.attempt, w.lease, w.fromInc = a.Req, a.Attempt, a.Lease, env.FromInc
@@ -70,7 +72,7 @@ func (m *Machine) admissible(cur *epochView, env msg.Envelope) (msg.RefuseReason
 }
 
 func (m *Machine) waiterFor(ke *entry, from msg.Member) *waiter {
-	for _, w := range ke.waiters {
+	for _, w := range ke.waiters() {
 		if w.from.ID == from.ID {
 			return w
 		}
@@ -87,58 +89,63 @@ func (m *Machine) stillWaiting(ke *entry, from msg.Member, req msg.RequestID) bo
 // keys, recalls, grants, DrainQueries. It returns why the head waiter (if any)
 // still waits.
 func (m *Machine) serve(now time.Time, key string, ke *entry) msg.WaitReason {
-	if d := ke.deleg; d != nil && !now.Before(d.expires) {
+	if d := ke.deleg(); d != nil && !deadline.At(now).Before(d.expires) {
 		m.free(now, ke, false, nil)
 	}
 	m.dropStaleWaiters(now, ke)
 	home := m.IsHome(key)
-	if !home && len(ke.waiters) > 0 {
-		for _, w := range ke.waiters {
+	if ws := ke.waiters(); !home && len(ws) > 0 {
+		for _, w := range ws {
 			m.send(w.from.ID, msg.NotHome{Key: key, Req: w.req})
 		}
-		ke.waiters = nil
+		ke.x.waiters = nil
 	}
 	m.answerQueries(now, key, ke)
 
 	var reason msg.WaitReason
-	switch d := ke.deleg; {
+	switch d := ke.deleg(); {
 	case d != nil:
-		if !d.recalled && (len(ke.waiters) > 0 || !home || !m.holderIsMember(d)) {
-			d.recalled = true
+		if !ke.is(recalled) && (len(ke.waiters()) > 0 || !home || !m.holderIsMember(ke)) {
+			ke.set(recalled, true)
 			m.stats.Recalls++
-			m.send(d.holder.ID, msg.Recall{Key: key, Token: d.token})
+			m.send(m.holder(ke).ID, msg.Recall{Key: key, Token: d.token})
 		}
-		m.schedule(key, ke, d.expires)
+		m.timers.Add(ke, d.expires)
 		reason = msg.WaitHolder
-	case len(ke.waiters) > 0:
+	case len(ke.waiters()) > 0:
 		reason = m.tryGrant(now, key, ke)
 	}
-	if len(ke.waiters) > 0 {
-		m.schedule(key, ke, ke.waiters[0].lastHeard.Add(StaleWaiters*m.cfg.RetryInterval))
+	if ws := ke.waiters(); len(ws) > 0 {
+		m.schedule(ke, ws[0].lastHeard.Add(StaleWaiters*m.cfg.RetryInterval))
 	}
+	ke.trim()
 	m.gc(now, key, ke)
 	return reason
 }
 
-func (m *Machine) holderIsMember(d *delegation) bool {
+func (m *Machine) holderIsMember(ke *entry) bool {
 	if m.cfg.Mutations.RenewNonMembers {
 		return true
 	}
 	cur := m.current()
-	return cur != nil && cur.e.Has(d.holder)
+	return cur != nil && cur.e.Has(m.holder(ke).Member)
 }
 
 func (m *Machine) dropStaleWaiters(now time.Time, ke *entry) {
-	kept := ke.waiters[:0]
-	for _, w := range ke.waiters {
+	x := ke.x
+	if x == nil || len(x.waiters) == 0 {
+		return
+	}
+	kept := x.waiters[:0]
+	for _, w := range x.waiters {
 		if now.Sub(w.lastHeard) < StaleWaiters*m.cfg.RetryInterval {
 			kept = append(kept, w)
 		}
 	}
-	clear(ke.waiters[len(kept):])
-	ke.waiters = kept
+	clear(x.waiters[len(kept):])
+	x.waiters = kept
 	if len(kept) == 0 {
-		ke.waiters = nil
+		x.waiters = nil
 	}
 }
 
@@ -146,7 +153,7 @@ func (m *Machine) dropStaleWaiters(now time.Time, ke *entry) {
 // allow, and says what blocks it otherwise.
 func (m *Machine) tryGrant(now time.Time, key string, ke *entry) msg.WaitReason {
 	if gate, from := m.gateFor(key, ke); gate.After(now) {
-		m.schedule(key, ke, gate)
+		m.schedule(ke, gate)
 		m.queryDrain(now, key, ke, from)
 		return msg.WaitGate
 	}
@@ -156,9 +163,9 @@ func (m *Machine) tryGrant(now time.Time, key string, ke *entry) msg.WaitReason 
 	}
 	i := 0
 	if m.cfg.Mutations.LIFO {
-		i = len(ke.waiters) - 1
+		i = len(ke.waiters()) - 1
 	}
-	w := ke.waiters[i]
+	w := ke.waiters()[i]
 	if m.atCap(w.from.ID) {
 		ke.removeWaiter(i)
 		m.stats.Refused++
@@ -187,43 +194,46 @@ func (m *Machine) grant(now time.Time, key string, ke *entry, w *waiter) {
 		lease = left
 	}
 	m.counter++
-	d := &delegation{
-		holder:      w.from,
-		holderInc:   w.fromInc,
-		req:         w.req,
-		attempt:     w.attempt,
-		token:       fence.Token{Epoch: cur.e.Number, Incarnation: m.cfg.Inc, Counter: m.counter},
-		lease:       lease,
-		expires:     now.Add(lease + m.cfg.Skew),
-		barrier:     ke.barrier,
-		contended:   len(ke.waiters) > 0,
-		waitedSince: w.since,
+	d := delegation{
+		holder:  m.peers.Ref(w.from, w.fromInc),
+		attempt: w.attempt,
+		token:   fence.Token{Epoch: cur.e.Number, Incarnation: m.cfg.Inc, Counter: m.counter},
+		lease:   lease,
+		expires: deadline.At(now.Add(lease + m.cfg.Skew)),
 	}
+	var signed []byte
 	if m.cfg.Sign != nil {
-		d.signed = m.cfg.Sign(GrantInfo{Key: key, Holder: w.from, Req: w.req, Token: d.token, Epoch: cur.e.Number, Lease: lease})
+		signed = m.cfg.Sign(GrantInfo{Key: key, Holder: w.from, Req: w.req, Token: d.token, Epoch: cur.e.Number, Lease: lease})
 	}
-	ke.deleg = d
+	m.setDeleg(ke, d, w.req, ke.barrier(), signed)
+	ke.set(contended, len(ke.waiters()) > 0)
+	if ke.x != nil {
+		// Read only while no delegation is live (gc), and set when it ends.
+		ke.x.idleSince = time.Time{}
+		ke.x.waitedSince = w.since
+	}
 	m.live++
 	m.byHold[w.from.ID]++
 	m.stats.Grants++
-	m.sendGrant(key, d)
+	m.sendGrant(ke)
 	// A contended grant already tells the holder to drain after one critical
 	// section; no separate Recall is needed for the waiters queued now.
-	d.recalled = d.contended
-	m.schedule(key, ke, d.expires)
+	ke.set(recalled, ke.is(contended))
+	m.timers.Add(ke, ke.d.expires)
 }
 
-func (m *Machine) sendGrant(key string, d *delegation) {
-	m.send(d.holder.ID, msg.Grant{
-		Key: key, Req: d.req, Attempt: d.attempt, Token: d.token, Lease: d.lease,
-		Barrier: d.barrier, Recalled: d.recalled && !d.contended, Contended: d.contended, Signed: d.signed,
+func (m *Machine) sendGrant(ke *entry) {
+	d := &ke.d
+	m.send(m.holder(ke).ID, msg.Grant{
+		Key: ke.key, Req: m.req(ke), Attempt: d.attempt, Token: d.token, Lease: d.lease,
+		Barrier: ke.given(), Recalled: ke.is(recalled) && !ke.is(contended), Contended: ke.is(contended), Signed: ke.signed(),
 	})
 }
 
 // Release frees the delegation with exactly this token, from whoever sends it.
 func (m *Machine) Release(now time.Time, r msg.Release) {
-	ke := m.keys[r.Key]
-	if ke == nil || ke.deleg == nil || ke.deleg.token != r.Token {
+	ke := m.keys.Get(r.Key)
+	if ke == nil || ke.deleg() == nil || ke.d.token != r.Token {
 		return
 	}
 	m.free(now, ke, true, r.Barrier)
@@ -233,17 +243,17 @@ func (m *Machine) Release(now time.Time, r msg.Release) {
 // Withdraw drops a queued request; a delegation already granted to it is
 // freed too, since its holder will refuse to use it.
 func (m *Machine) Withdraw(now time.Time, env msg.Envelope, w msg.Withdraw) {
-	ke := m.keys[w.Key]
+	ke := m.keys.Get(w.Key)
 	if ke == nil {
 		return
 	}
-	for i, q := range ke.waiters {
+	for i, q := range ke.waiters() {
 		if q.from.ID == env.From.ID && q.req == w.Req {
 			ke.removeWaiter(i)
 			break
 		}
 	}
-	if d := ke.deleg; d != nil && d.req == w.Req && d.holder.Same(env.From) {
+	if ke.deleg() != nil && m.req(ke) == w.Req && m.holder(ke).Same(env.From) {
 		m.free(now, ke, true, nil)
 	}
 	m.serve(now, w.Key, ke)
@@ -252,16 +262,16 @@ func (m *Machine) Withdraw(now time.Time, env msg.Envelope, w msg.Withdraw) {
 // Renew extends a delegation only while nobody waits, the key is still ours
 // and the holder is still a member; a refusal counts as a recall.
 func (m *Machine) Renew(now time.Time, env msg.Envelope, r msg.Renew) {
-	ke := m.keys[r.Key]
-	if ke == nil || ke.deleg == nil || ke.deleg.token != r.Token || !ke.deleg.holder.Same(env.From) {
+	ke := m.keys.Get(r.Key)
+	if ke == nil || ke.deleg() == nil || ke.d.token != r.Token || !m.holder(ke).Same(env.From) {
 		// Not ours (anymore): refuse, so the holder drains rather than trusts it.
 		m.send(env.From.ID, msg.RenewReply{Key: r.Key, Token: r.Token, Attempt: r.Attempt})
 		return
 	}
-	d := ke.deleg
-	if d.recalled || len(ke.waiters) > 0 || !m.IsHome(r.Key) || !m.holderIsMember(d) {
-		if !d.recalled {
-			d.recalled = true
+	d := ke.deleg()
+	if ke.is(recalled) || len(ke.waiters()) > 0 || !m.IsHome(r.Key) || !m.holderIsMember(ke) {
+		if !ke.is(recalled) {
+			ke.set(recalled, true)
 			m.stats.Recalls++
 		}
 		m.send(env.From.ID, msg.RenewReply{Key: r.Key, Token: r.Token, Attempt: r.Attempt})
@@ -279,8 +289,10 @@ func (m *Machine) Renew(now time.Time, env msg.Envelope, r msg.Renew) {
 		// expiry, stops admitting.
 		return
 	}
-	d.expires = later(d.expires, now.Add(lease+m.cfg.Skew))
+	if e := deadline.At(now.Add(lease + m.cfg.Skew)); e.After(d.expires) {
+		d.expires = e
+	}
 	d.lease = lease
 	m.send(env.From.ID, msg.RenewReply{Key: r.Key, Token: r.Token, Attempt: r.Attempt, OK: true, Lease: lease})
-	m.schedule(r.Key, ke, d.expires)
+	m.timers.Add(ke, d.expires)
 }

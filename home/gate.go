@@ -41,7 +41,7 @@ func (m *Machine) gateAt(key string, ke *entry, i int) (time.Time, uint64) {
 		if m.cfg.Mutations.GrantMovedAtOnce {
 			return time.Time{}, 0
 		}
-		if ke != nil && ke.drainedFor == v.e.Number {
+		if ke != nil && ke.more().drainedFor == v.e.Number {
 			return time.Time{}, 0
 		}
 		from := uint64(0)
@@ -65,14 +65,14 @@ func (m *Machine) queryDrain(now time.Time, key string, ke *entry, from uint64) 
 	if from == 0 || from+1 != cur.e.Number || cur.prev == nil {
 		return
 	}
-	if now.Before(ke.queryAt) || (!ke.lastQuery.IsZero() && now.Sub(ke.lastQuery) < m.cfg.RetryInterval) {
+	if x := ke.more(); now.Before(x.queryAt) || (!x.lastQuery.IsZero() && now.Sub(x.lastQuery) < m.cfg.RetryInterval) {
 		return
 	}
 	prevHome, ok := cur.prev.Home(key)
 	if !ok {
 		return
 	}
-	ke.lastQuery = now
+	ke.edit().lastQuery = now
 	m.send(prevHome.ID, msg.DrainQuery{Key: key, From: from, To: cur.e.Number, ReceiverInc: m.cfg.Inc})
 }
 
@@ -84,15 +84,16 @@ func (m *Machine) DrainQuery(now time.Time, env msg.Envelope, q msg.DrainQuery) 
 		return // the header exchange brings whoever is behind up to date first
 	}
 	ke := m.entry(q.Key)
-	for i := range ke.queries {
-		if ke.queries[i].from == env.From.ID {
-			ke.queries[i].q = q
-			ke.queries[i].answered = time.Time{}
+	x := ke.edit()
+	for i := range x.queries {
+		if x.queries[i].from == env.From.ID {
+			x.queries[i].q = q
+			x.queries[i].answered = time.Time{}
 			m.serve(now, q.Key, ke)
 			return
 		}
 	}
-	ke.queries = append(ke.queries, pendingQuery{from: env.From.ID, q: q})
+	x.queries = append(x.queries, pendingQuery{from: env.From.ID, q: q})
 	m.serve(now, q.Key, ke)
 }
 
@@ -101,12 +102,13 @@ func (m *Machine) DrainQuery(now time.Time, env msg.Envelope, q msg.DrainQuery) 
 // and reclaim stand in), it no longer grants key, and no delegation for key
 // is live. Otherwise it sends the remaining wait once per query.
 func (m *Machine) answerQueries(now time.Time, key string, ke *entry) {
-	if len(ke.queries) == 0 {
+	x := ke.x
+	if x == nil || len(x.queries) == 0 {
 		return
 	}
 	cur := m.current()
-	kept := ke.queries[:0]
-	for _, p := range ke.queries {
+	kept := x.queries[:0]
+	for _, p := range x.queries {
 		q := p.q
 		if cur == nil || cur.e.Number != q.To {
 			continue // stale: a newer epoch makes it moot
@@ -117,17 +119,20 @@ func (m *Machine) answerQueries(now time.Time, key string, ke *entry) {
 		}
 		if wait <= 0 {
 			m.stats.Drained++
-			m.send(p.from, msg.Drained{Key: key, From: q.From, To: q.To, ReceiverInc: q.ReceiverInc, Barrier: ke.barrier})
+			m.send(p.from, msg.Drained{Key: key, From: q.From, To: q.To, ReceiverInc: q.ReceiverInc, Barrier: ke.barrier()})
 			continue
 		}
 		if p.answered.IsZero() {
 			p.answered = now
 			m.send(p.from, msg.GateRemaining{Key: key, From: q.From, To: q.To, ReceiverInc: q.ReceiverInc, Remaining: wait})
 		}
-		m.schedule(key, ke, now.Add(wait))
+		m.schedule(ke, now.Add(wait))
 		kept = append(kept, p)
 	}
-	ke.queries = kept
+	x.queries = kept
+	if len(kept) == 0 {
+		x.queries = nil
+	}
 }
 
 // canVouch says whether this incarnation was key's home in epoch from, and if
@@ -142,9 +147,9 @@ func (m *Machine) canVouch(now time.Time, key string, ke *entry, from uint64) (t
 		end, _ := m.gateAt(key, ke, i)
 		ready = later(end, m.restartGateEnd())
 	}
-	if d := ke.deleg; d != nil {
-		if d.expires.After(ready) {
-			ready = d.expires
+	if d := ke.deleg(); d != nil {
+		if e := d.expires.Time(); e.After(ready) {
+			ready = e
 		}
 		if !now.Before(ready) {
 			ready = now.Add(m.cfg.RetryInterval) // released or expired on the next serve
@@ -176,9 +181,9 @@ func (m *Machine) Drained(now time.Time, env msg.Envelope, d msg.Drained) {
 		return
 	}
 	ke := m.entry(d.Key)
-	ke.drainedFor = cur.e.Number
-	if d.Barrier != nil && ke.deleg == nil {
-		ke.barrier = d.Barrier
+	ke.edit().drainedFor = cur.e.Number
+	if d.Barrier != nil && ke.deleg() == nil {
+		ke.setBytes(d.Barrier, nil, nil)
 	}
 	m.serve(now, d.Key, ke)
 }
@@ -189,11 +194,12 @@ func (m *Machine) GateRemaining(now time.Time, g msg.GateRemaining) {
 	if cur == nil || g.To != cur.e.Number || g.ReceiverInc != m.cfg.Inc {
 		return
 	}
-	ke := m.keys[g.Key]
+	ke := m.keys.Get(g.Key)
 	if ke == nil {
 		return
 	}
-	ke.queryAt = now.Add(g.Remaining)
-	ke.lastQuery = time.Time{}
-	m.schedule(g.Key, ke, ke.queryAt)
+	x := ke.edit()
+	x.queryAt = now.Add(g.Remaining)
+	x.lastQuery = time.Time{}
+	m.schedule(ke, x.queryAt)
 }

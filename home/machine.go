@@ -6,6 +6,8 @@ import (
 	"github.com/homelock/homelock/epoch"
 	"github.com/homelock/homelock/fence"
 	"github.com/homelock/homelock/internal/deadline"
+	"github.com/homelock/homelock/internal/keytab"
+	"github.com/homelock/homelock/internal/peers"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -43,13 +45,15 @@ type Machine struct {
 	reclaimSentAt time.Time
 	markerWritten map[uint64]bool
 
-	keys    map[string]*entry
-	timers  deadline.Heap
+	keys    keytab.Table[entry]
+	timers  deadline.Heap[entry]
 	counter uint64
 	live    int
 	byHold  map[msg.NodeID]int
 	// needLiveness holds keys whose head waiter waits only for liveness.
 	needLiveness map[string]struct{}
+	// peers are the holders the delegations name.
+	peers peers.Table
 
 	stats Stats
 	out   Output
@@ -62,7 +66,8 @@ func New(cfg Config, now time.Time, learned *epoch.Learned, marker bool) *Machin
 	m := &Machine{
 		cfg:           cfg,
 		start:         now,
-		keys:          make(map[string]*entry),
+		keys:          keytab.New(func(ke *entry) string { return ke.key }),
+		timers:        deadline.NewHeap(func(ke *entry) *uint32 { return &ke.pos }),
 		byHold:        make(map[msg.NodeID]int),
 		needLiveness:  make(map[string]struct{}),
 		markerWritten: make(map[uint64]bool),
@@ -120,8 +125,8 @@ func (m *Machine) OnEpoch(now time.Time, l epoch.Learned) {
 	if len(m.history) > maxHistory {
 		m.history = append(m.history[:0], m.history[len(m.history)-maxHistory:]...)
 	}
-	for _, key := range deadline.SortedKeys(m.keys) {
-		m.serve(now, key, m.keys[key])
+	for _, key := range m.keys.Keys() {
+		m.serve(now, key, m.keys.Get(key))
 	}
 }
 
@@ -134,7 +139,7 @@ func (m *Machine) SetLiveness(now, until time.Time) {
 	}
 	for _, key := range deadline.SortedKeys(m.needLiveness) {
 		delete(m.needLiveness, key)
-		if ke := m.keys[key]; ke != nil {
+		if ke := m.keys.Get(key); ke != nil {
 			m.serve(now, key, ke)
 		}
 	}
@@ -161,13 +166,14 @@ func (m *Machine) restartGateEnd() time.Time {
 // DrainQuery and reclaim resends, gate-passed markers.
 func (m *Machine) Tick(now time.Time) {
 	for {
-		key, ok := m.timers.PopDue(now)
+		ke, ok := m.timers.PopDue(deadline.At(now))
 		if !ok {
 			break
 		}
-		if ke := m.keys[key]; ke != nil {
-			ke.wake = time.Time{}
-			m.serve(now, key, ke)
+		// A forgotten entry leaves the heap; should one ever be scheduled
+		// after that, it must not be served in place of the key's live one.
+		if m.keys.Get(ke.key) == ke {
+			m.serve(now, ke.key, ke)
 		}
 	}
 	m.tickReclaim(now)
@@ -176,7 +182,7 @@ func (m *Machine) Tick(now time.Time) {
 
 // NextDeadline is when Tick next has work; zero when none.
 func (m *Machine) NextDeadline() time.Time {
-	d := m.timers.Next()
+	d := m.timers.Next().Time()
 	d = earliest(d, m.reclaimDeadline())
 	d = earliest(d, m.markerDeadline())
 	return d
@@ -225,19 +231,19 @@ func (m *Machine) markerDeadline() time.Time {
 func (m *Machine) Stats() Stats {
 	s := m.stats
 	s.Live = m.live
-	for _, ke := range m.keys {
-		s.Waiting += len(ke.waiters)
+	for ke := range m.keys.All() {
+		s.Waiting += len(ke.waiters())
 	}
 	return s
 }
 
 // Holding returns the live delegation the home recorded for key, for checkers.
 func (m *Machine) Holding(key string) (fence.Token, msg.NodeID, bool) {
-	ke := m.keys[key]
-	if ke == nil || ke.deleg == nil {
+	ke := m.keys.Get(key)
+	if ke == nil || ke.deleg() == nil {
 		return fence.Token{}, "", false
 	}
-	return ke.deleg.token, ke.deleg.holder.ID, true
+	return ke.d.token, m.holder(ke).ID, true
 }
 
 // IsHome reports whether this node is key's home in its current epoch.

@@ -53,24 +53,27 @@ func (m *Machine) ReclaimAnswer(now time.Time, env msg.Envelope, a msg.ReclaimAn
 	delete(m.reclaimWait, env.From.ID)
 	for _, h := range a.Held {
 		ke := m.entry(h.Key)
-		if ke.deleg != nil && !ke.deleg.token.Less(h.Token) {
+		if ke.deleg() != nil && !ke.d.token.Less(h.Token) {
 			continue
 		}
-		if ke.deleg == nil {
+		if ke.deleg() == nil {
 			m.live++
 			m.byHold[env.From.ID]++
 		}
-		ke.deleg = &delegation{
-			holder: env.From, holderInc: env.FromInc, token: h.Token, lease: h.Remaining,
-			expires: now.Add(h.Remaining + m.cfg.Skew), barrier: h.Barrier,
+		m.setDeleg(ke, delegation{
+			holder: m.peers.Ref(env.From, env.FromInc), token: h.Token, lease: h.Remaining,
+			expires: deadline.At(now.Add(h.Remaining + m.cfg.Skew)),
+		}, msg.RequestID{}, h.Barrier, nil)
+		if ke.x != nil {
+			ke.x.idleSince, ke.x.waitedSince = time.Time{}, time.Time{}
 		}
 		m.stats.Adopted++
 		m.serve(now, h.Key, ke)
 	}
 	if len(m.reclaimWait) == 0 {
 		// The restart gate may have just been waived: serve what waited on it.
-		for _, key := range deadline.SortedKeys(m.keys) {
-			if ke := m.keys[key]; ke != nil {
+		for _, key := range m.keys.Keys() {
+			if ke := m.keys.Get(key); ke != nil {
 				m.serve(now, key, ke)
 			}
 		}
@@ -81,12 +84,12 @@ func (m *Machine) ReclaimAnswer(now time.Time, env msg.Envelope, a msg.ReclaimAn
 // node that has restarted (it sent us Reclaim as incarnation inc): its
 // volatile holder state is gone, so nothing runs under them any more.
 func (m *Machine) HolderRestarted(now time.Time, node msg.Member, inc uint64) {
-	for _, key := range deadline.SortedKeys(m.keys) {
-		ke := m.keys[key]
+	for _, key := range m.keys.Keys() {
+		ke := m.keys.Get(key)
 		if ke == nil {
 			continue
 		}
-		if d := ke.deleg; d != nil && d.holder.ID == node.ID && d.holderInc < inc {
+		if h := m.holder(ke); h != nil && h.ID == node.ID && h.Inc < inc {
 			m.free(now, ke, true, nil)
 			m.serve(now, key, ke)
 		}

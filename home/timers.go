@@ -1,12 +1,10 @@
 package home
 
-import "time"
+import (
+	"time"
 
-// schedule makes sure key is served at or before at.
-func (m *Machine) schedule(key string, ke *entry, at time.Time) {
-	if at.IsZero() || (!ke.wake.IsZero() && !ke.wake.After(at)) {
-		return
-	}
-	ke.wake = at
-	m.timers.Add(at, key)
-}
+	"github.com/homelock/homelock/internal/deadline"
+)
+
+// schedule makes sure ke is served at or before at.
+func (m *Machine) schedule(ke *entry, at time.Time) { m.timers.Add(ke, deadline.At(at)) }

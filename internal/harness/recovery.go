@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/homelock/homelock"
+	"github.com/homelock/homelock/fence"
 )
 
 // lockUntil retries Lock on node i until it succeeds, and returns when.
@@ -152,9 +153,20 @@ func killed(ctx context.Context) context.Context {
 // each costs. A single node with long leases: keys homed there, so both the
 // home's table entry and the holder's state are counted.
 func idleDelegations(ctx context.Context, dir string, count int, r *Report) error {
-	cfg, err := nodeConfig(dir, "mem", nil)
+	n, err := holdIdle(ctx, dir, count, nil, r)
+	if n != nil {
+		n.Close(context.Background())
+	}
+	return err
+}
+
+// holdIdle is idleDelegations that leaves the node open (nil on a failed
+// start), so that a test can look at its heap while the delegations are held.
+// With a key ring the grants are signed, as a deployment's would be.
+func holdIdle(ctx context.Context, dir string, count int, ring *fence.KeyRing, r *Report) (*homelock.Node, error) {
+	cfg, err := nodeConfig(dir, "mem", ring)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cfg.DataDir = filepath.Join(dir, "mem")
 	cfg.Bootstrap, cfg.InitialMembers = true, []string{"mem"}
@@ -165,12 +177,11 @@ func idleDelegations(ctx context.Context, dir string, count int, r *Report) erro
 	cfg.MaxDelegations, cfg.MaxPerRequester = count+1, count+1
 	n, err := homelock.Open(ctx, cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer n.Close(context.Background())
 	for !n.Status().Available {
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return n, ctx.Err()
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -182,7 +193,7 @@ func idleDelegations(ctx context.Context, dir string, count int, r *Report) erro
 	for _, k := range keys {
 		h, err := n.Lock(ctx, k)
 		if err != nil {
-			return fmt.Errorf("idle delegation %s: %w", k, err)
+			return n, fmt.Errorf("idle delegation %s: %w", k, err)
 		}
 		_ = h.Unlock()
 	}
@@ -192,5 +203,5 @@ func idleDelegations(ctx context.Context, dir string, count int, r *Report) erro
 	if held > 0 {
 		r.BytesPerIdleDelegation = float64(int64(after)-int64(before)) / float64(held)
 	}
-	return nil
+	return n, nil
 }

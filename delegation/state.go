@@ -1,0 +1,284 @@
+package delegation
+
+import (
+	"time"
+
+	"github.com/homelock/homelock/fence"
+	"github.com/homelock/homelock/internal/deadline"
+	"github.com/homelock/homelock/internal/peers"
+	"github.com/homelock/homelock/msg"
+)
+
+// phase of one key at this holder.
+type phase uint8
+
+const (
+	idle      phase = iota // no delegation, no request
+	requested              // an Acquire is outstanding
+	held                   // a delegation is held (maybe recalled, maybe settling)
+)
+
+// keyState is one key at this holder. A node may hold a million idle
+// delegations, so the state is kept to what an idle one needs (96 bytes,
+// TestKeyStateSize); the rest (the last release; a request, queued lockers,
+// a renewal in flight) is behind x, whose parts are dropped again once all
+// zero. Readers go through the accessors below, which read a missing part as
+// all zero, so dropping it changes nothing.
+type keyState struct {
+	key string
+	// The delegation (phase held).
+	token fence.Token
+	// issuer is the home that granted the delegation, as the incarnation
+	// that issued or (by reclaim) adopted it.
+	issuer  peers.ID
+	expires deadline.Instant // on this holder's clock, shortened by drift
+	lease   time.Duration
+	grant   *grantBytes // nil when the grant carried neither
+	x       *keyExtra
+
+	pos uint32 // place in Machine.timers
+	// renews counts the delegation's renewal attempts; it never restarts
+	// within one delegation, idle periods included, so a delayed reply is
+	// never taken for a later attempt's.
+	renews uint32
+	// active is the admitted critical section: index+1 in Machine.handles,
+	// 0 for none.
+	active uint32
+	phase  phase
+	// left is how many more critical sections may start (-1: unlimited); a
+	// contended grant allows one, a recall none.
+	left       int8
+	flags      keyFlags
+	waitReason msg.WaitReason // why the last request waited, for failures' details
+}
+
+type keyFlags uint8
+
+const (
+	fresh    keyFlags = 1 << iota // the store's wait hook returned for the inherited barrier
+	freshAsk                      // the wait hook was asked and has not answered
+	settling                      // the barrier hook runs; Release follows its answer
+	admitted                      // a critical section was admitted under this delegation
+	// targetIsIssuer: the request's target was the home that granted it, so
+	// x keeps no copy of it while the delegation is held (see targetID).
+	targetIsIssuer
+)
+
+func (ks *keyState) is(f keyFlags) bool { return ks.flags&f != 0 }
+
+func (ks *keyState) set(f keyFlags, on bool) {
+	if on {
+		ks.flags |= f
+	} else {
+		ks.flags &^= f
+	}
+}
+
+// grantBytes are the byte strings a Grant carried, shared with the message
+// and never changed: the barrier to inherit and the signed grant handed to
+// every admitted locker. nil and empty are kept apart, as the messages
+// keep them.
+type grantBytes struct {
+	inherited []byte
+	signed    []byte
+}
+
+func (ks *keyState) inherited() []byte {
+	if ks.grant == nil {
+		return nil
+	}
+	return ks.grant.inherited
+}
+
+func (ks *keyState) signed() []byte {
+	if ks.grant == nil {
+		return nil
+	}
+	return ks.grant.signed
+}
+
+// keyExtra is the part of a key's state that an idle delegation does not
+// need, in two parts dropped separately once all zero: the last release,
+// which outlives the delegation (a key that changed hands idles with just
+// this), and behind one more pointer what only a key in motion needs.
+type keyExtra struct {
+	last   lastRelease
+	motion *keyMotion
+}
+
+// lastRelease is the last token released, to answer a repeated Recall with
+// the same Release.
+type lastRelease struct {
+	token   fence.Token
+	barrier []byte
+	at      deadline.Instant
+	sent    bool
+}
+
+func (l *lastRelease) empty() bool {
+	return l.token == fence.Token{} && l.barrier == nil && l.at.IsZero() && !l.sent
+}
+
+// keyMotion is what only a key in motion needs: a request, a renewal in
+// flight, queued lockers.
+type keyMotion struct {
+	// The outstanding request (phase requested). target, detail and the
+	// key state's waitReason outlive it: they explain later failures.
+	req         msg.RequestID
+	target      msg.Member
+	attemptN    uint32 // the request's last attempt
+	attempts    attemptLog
+	nextSend    time.Time
+	detail      string
+	earlyRecall fence.Token // a Recall that overtook its Grant (H6)
+
+	// A renewal outstanding: when its attempts were sent, when to resend.
+	renewals attemptLog
+	renewAt  time.Time
+
+	// Local lockers queued (FIFO) behind the admitted one.
+	queue []localWaiter
+}
+
+func (x *keyMotion) empty() bool {
+	return x.req == msg.RequestID{} && x.target == msg.Member{} && x.attemptN == 0 && x.attempts.times == nil &&
+		x.nextSend.IsZero() && x.detail == "" && x.earlyRecall == fence.Token{} &&
+		x.renewals.times == nil && x.renewAt.IsZero() && x.queue == nil
+}
+
+// What missing parts read as.
+var (
+	noLast   lastRelease
+	noMotion keyMotion
+)
+
+// more returns ks's key-in-motion state for reading; all zero when it has
+// none.
+func (ks *keyState) more() *keyMotion {
+	if ks.x == nil || ks.x.motion == nil {
+		return &noMotion
+	}
+	return ks.x.motion
+}
+
+// edit returns ks's key-in-motion state for writing, making it if need be.
+func (ks *keyState) edit() *keyMotion {
+	if ks.x == nil {
+		ks.x = new(keyExtra)
+	}
+	if ks.x.motion == nil {
+		ks.x.motion = new(keyMotion)
+	}
+	return ks.x.motion
+}
+
+// last returns ks's last release for reading; all zero when it has none.
+func (ks *keyState) last() *lastRelease {
+	if ks.x == nil {
+		return &noLast
+	}
+	return &ks.x.last
+}
+
+// setLast records the last release.
+func (ks *keyState) setLast(l lastRelease) {
+	if ks.x == nil {
+		ks.x = new(keyExtra)
+	}
+	ks.x.last = l
+}
+
+// trim drops the parts of the extra state that are no longer needed.
+func (ks *keyState) trim() {
+	if ks.x == nil {
+		return
+	}
+	if ks.x.motion != nil && ks.x.motion.empty() {
+		ks.x.motion = nil
+	}
+	if ks.x.motion == nil && ks.x.last.empty() {
+		ks.x = nil
+	}
+}
+
+func (ks *keyState) queue() []localWaiter { return ks.more().queue }
+
+// setQueue replaces the queue; an empty one keeps no backing array.
+func (ks *keyState) setQueue(q []localWaiter) {
+	if len(q) == 0 {
+		q = nil
+		if ks.x == nil || ks.x.motion == nil {
+			return
+		}
+	}
+	ks.edit().queue = q
+}
+
+// targetID is the node the last request went to (its home then), for
+// failures' details.
+func (m *Machine) targetID(ks *keyState) msg.NodeID {
+	if ks.is(targetIsIssuer) {
+		return m.issuer(ks).ID
+	}
+	return ks.more().target.ID
+}
+
+// handle is an admitted critical section. Handles live in Machine.handles,
+// not in the key state: at most a few keys have one at a time, while every
+// held key would pay for the room.
+type handle struct {
+	locker uint64
+	// leaseEnd is the critical section's own lease; zero to follow the
+	// delegation (a renewal extends it too).
+	leaseEnd deadline.Instant
+}
+
+type localWaiter struct {
+	locker   uint64
+	deadline time.Time
+	lease    time.Duration
+}
+
+// handle returns ks's admitted critical section, nil if none. The pointer
+// is good until the next admission on any key.
+func (m *Machine) handle(ks *keyState) *handle {
+	if ks.active == 0 {
+		return nil
+	}
+	return &m.handles[ks.active-1]
+}
+
+// setActive admits h on ks.
+func (m *Machine) setActive(ks *keyState, h handle) {
+	if ks.active == 0 {
+		if n := len(m.freeHandles); n > 0 {
+			ks.active = m.freeHandles[n-1]
+			m.freeHandles = m.freeHandles[:n-1]
+		} else {
+			m.handles = append(m.handles, handle{})
+			ks.active = uint32(len(m.handles))
+		}
+	}
+	m.handles[ks.active-1] = h
+}
+
+// endActive ends ks's admitted critical section, if any.
+func (m *Machine) endActive(ks *keyState) {
+	if ks.active == 0 {
+		return
+	}
+	m.handles[ks.active-1] = handle{}
+	m.freeHandles = append(m.freeHandles, ks.active)
+	ks.active = 0
+}
+
+// issuer is the home that issued (or adopted) ks's delegation; nil when
+// none is held.
+func (m *Machine) issuer(ks *keyState) *peers.Peer { return m.peers.Get(ks.issuer) }
+
+// setIssuer records the home that issued (or adopted) ks's delegation.
+func (m *Machine) setIssuer(ks *keyState, from msg.Member, inc uint64) {
+	old := ks.issuer
+	ks.issuer = m.peers.Ref(from, inc)
+	m.peers.Unref(old)
+}

@@ -1,0 +1,69 @@
+package delegation
+
+import (
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/homelock/homelock/fence"
+	"github.com/homelock/homelock/internal/zerotest"
+	"github.com/homelock/homelock/msg"
+)
+
+// TestKeyStateSize holds the line on the holder's share of an idle
+// delegation. A node may hold a million; the budget for one, home and
+// holder side together with their maps and timers, is 256 bytes (the
+// harness's "heap per idle delegation"). The holder's state is 96 bytes, a
+// malloc size class: a field more moves it to the next (112). Put what only
+// a key in motion needs in keyExtra instead.
+func TestKeyStateSize(t *testing.T) {
+	if got := unsafe.Sizeof(keyState{}); got > 96 {
+		t.Errorf("keyState is %d bytes, over its 96", got)
+	}
+}
+
+// TestExtraEmpty: empty must see every field of keyMotion and lastRelease,
+// or the state in a field it misses would be dropped with the rest (trim).
+func TestExtraEmpty(t *testing.T) {
+	if !new(keyMotion).empty() || !new(lastRelease).empty() {
+		t.Fatal("the zero parts are not empty")
+	}
+	zerotest.EachField(t, func(field string, x *keyMotion) {
+		if x.empty() {
+			t.Errorf("keyMotion.empty misses field %s", field)
+		}
+	})
+	zerotest.EachField(t, func(field string, l *lastRelease) {
+		if l.empty() {
+			t.Errorf("lastRelease.empty misses field %s", field)
+		}
+	})
+}
+
+// TestIdleKeepsLittle: an idle delegation keeps no extra state; one that
+// follows an earlier delegation of the same key keeps only the last
+// release (to answer a repeated Recall), not the request that got it.
+func TestIdleKeepsLittle(t *testing.T) {
+	m, now := heldMachine(t, "k")
+	ks := m.keys.Get("k")
+	if ks.x != nil || ks.active != 0 {
+		t.Fatalf("an idle first delegation keeps extra state %+v (active %d)", ks.x, ks.active)
+	}
+	self := msg.Member{ID: "n1", Store: 1, Addr: "n1", Version: 1}
+	env := msg.Envelope{From: self, FromInc: 1}
+	first := fence.Token{Epoch: 1, Incarnation: 1, Counter: 1}
+	m.Recall(now, env, msg.Recall{Key: "k", Token: first})
+	m.Settled(now, "k", first, []byte("b1"), nil)
+	m.Ready()
+	m.Lock(now, "k", 2, now.Add(time.Second), 0)
+	a := m.Ready().Msgs[0].Body.(msg.Acquire)
+	m.Grant(now, env, msg.Grant{Key: "k", Req: a.Req, Attempt: a.Attempt, Token: fence.Token{Epoch: 1, Incarnation: 1, Counter: 2}, Lease: time.Hour, Barrier: []byte("b1")})
+	m.Fresh(now, "k", fence.Token{Epoch: 1, Incarnation: 1, Counter: 2}, nil)
+	if ev := m.Ready().Events; len(ev) != 2 || ev[1].Kind != Admitted {
+		t.Fatalf("second grant produced %+v, want WaitFresh then an admission", ev)
+	}
+	m.Unlock(now, "k", 2)
+	if ks.x == nil || ks.x.motion != nil || ks.x.last.token != first || string(ks.x.last.barrier) != "b1" {
+		t.Fatalf("idle after a handoff: extra %+v, want the last release only", ks.x)
+	}
+}

@@ -1,0 +1,75 @@
+package home
+
+import (
+	"reflect"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/homelock/homelock/epoch"
+	"github.com/homelock/homelock/internal/zerotest"
+	"github.com/homelock/homelock/msg"
+)
+
+// TestEntrySize holds the line on the home's share of an idle delegation. A
+// home may keep a million; the budget for one, home and holder side together
+// with their maps and timers, is 256 bytes (the harness's "heap per idle
+// delegation"). An entry with its live delegation is 96 bytes, a malloc
+// size class: a field more moves it to the next (112). Put what only a
+// contended or moving key needs in entryExtra instead.
+func TestEntrySize(t *testing.T) {
+	if got := unsafe.Sizeof(entry{}); got > 96 {
+		t.Errorf("entry is %d bytes, over its 96", got)
+	}
+}
+
+// TestEntryExtraEmpty: empty must see every field of entryExtra, or the
+// state in a field it misses would be dropped with the rest (trim).
+func TestEntryExtraEmpty(t *testing.T) {
+	if !new(entryExtra).empty() {
+		t.Fatal("the zero entryExtra is not empty")
+	}
+	zerotest.EachField(t, func(field string, x *entryExtra) {
+		if x.empty() {
+			t.Errorf("entryExtra.empty misses field %s", field)
+		}
+	})
+}
+
+// TestRequestKeptWhole: an entry keeps only the sequence number of the
+// request its delegation answered, the incarnation being the requester's;
+// a request numbered otherwise is kept whole. Either way a retransmission
+// gets the same grant back and a Withdraw of that request frees it.
+func TestRequestKeptWhole(t *testing.T) {
+	self := msg.Member{ID: "n1", Store: 1, Version: 1}
+	n2 := msg.Member{ID: "n2", Store: 2, Version: 1}
+	e := msg.Epoch{Number: 4, Members: []msg.Member{self, n2}, Caps: msg.Caps{Ring: msg.RingV1}}
+	now := time.Unix(1000, 0)
+	for _, req := range []msg.RequestID{{Inc: 3, Seq: 7}, {Inc: 2, Seq: 7}, {Inc: 3, Seq: 0}, {Inc: 0, Seq: 5}} {
+		m := New(Config{Self: self, Inc: 1, EpochLease: 3 * time.Second, Skew: 100 * time.Millisecond,
+			MaxLease: time.Second, MinUseful: time.Millisecond, RetryInterval: 10 * time.Millisecond}, now, nil, false)
+		m.OnEpoch(now, epoch.Learned{Epoch: e})
+		m.SetLiveness(now, now.Add(time.Hour))
+		key := homedKeys(t, m, 1)[0]
+		env := msg.Envelope{From: n2, FromInc: 3, Version: 1, Epoch: 4}
+		var grants []msg.Grant
+		for range 2 {
+			m.Acquire(now, env, msg.Acquire{Key: key, Req: req, Attempt: 1})
+			for _, o := range m.Ready().Msgs {
+				if g, ok := o.Body.(msg.Grant); ok {
+					grants = append(grants, g)
+				}
+			}
+		}
+		if len(grants) != 2 || !reflect.DeepEqual(grants[0], grants[1]) || grants[0].Req != req {
+			t.Fatalf("request %+v: grants %+v, want the same one twice", req, grants)
+		}
+		m.Withdraw(now, env, msg.Withdraw{Key: key, Req: req})
+		if _, _, ok := m.Holding(key); ok {
+			t.Fatalf("request %+v: withdrawn, yet still held", req)
+		}
+		if m.keys.Len() != 0 {
+			t.Fatalf("request %+v: the freed entry was kept", req)
+		}
+	}
+}
