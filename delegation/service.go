@@ -171,7 +171,7 @@ func (m *Machine) failOverdue(now time.Time, key string, ks *keyState) {
 }
 
 func (m *Machine) heldDetail(ks *keyState) string {
-	if ks.admitted > 0 {
+	if ks.active != 0 {
 		return fmt.Sprintf("queued behind a critical section on this node (delegation %s)", ks.token)
 	}
 	return fmt.Sprintf("delegation %s is held here but closed to new critical sections (recalled or renewing)", ks.token)
