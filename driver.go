@@ -66,8 +66,8 @@ func (n *Node) fail(err error) {
 		w.err = fmt.Errorf("%w: key %q: store failed: %v", ErrClosed, w.key, err)
 		close(w.done)
 	}
-	for key, h := range n.active {
-		delete(n.active, key)
+	for locker, h := range n.active {
+		delete(n.active, locker)
 		if h != nil {
 			h.end(stateLost)
 		}
@@ -90,12 +90,12 @@ func (n *Node) deliver(now time.Time, e delegation.Event) {
 		w.h = n.admitted(e)
 		close(w.done)
 	case delegation.Extended:
-		if h := n.active[e.Key]; h != nil && h.locker == e.Locker {
+		if h := n.active[e.Locker]; h != nil && h.key == e.Key {
 			h.expires.Store(int64(e.Expires.Sub(bootEpoch)))
 		}
 	case delegation.Revoked:
-		if h := n.active[e.Key]; h != nil && h.locker == e.Locker {
-			delete(n.active, e.Key)
+		if h := n.active[e.Locker]; h != nil && h.key == e.Key {
+			delete(n.active, e.Locker)
 			h.end(stateLost)
 			n.log.Debug("lease lost", "key", e.Key, "token", e.Token, "detail", e.Detail)
 		}
@@ -114,7 +114,7 @@ func (n *Node) deliver(now time.Time, e delegation.Event) {
 func (n *Node) admitted(e delegation.Event) *Handle {
 	h := &Handle{n: n, key: e.Key, locker: e.Locker, token: e.Token, signed: e.Signed, scope: ScopeCluster}
 	h.expires.Store(int64(e.Expires.Sub(bootEpoch)))
-	n.active[e.Key] = h
+	n.active[e.Locker] = h
 	return h
 }
 

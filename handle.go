@@ -139,8 +139,8 @@ func (h *Handle) Unlock() error {
 	} else {
 		n := h.n
 		n.mu.Lock()
-		if n.active[h.key] == h {
-			delete(n.active, h.key)
+		if n.active[h.locker] == h {
+			delete(n.active, h.locker)
 		}
 		// The common unlock needs no clock read (one is ~100 ns here).
 		if n.usable() && !n.core.TryUnlock(h.key, h.locker) {

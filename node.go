@@ -50,12 +50,13 @@ type Node struct {
 	failed  error // the store failed: the node stopped stepping
 	locker  uint64
 	waiters map[uint64]*waiter
-	// active maps each key with an admitted critical section to its
-	// handle: the holder admits one locker per key at a time, so events find
-	// their handle by key. Unlock deletes the entry; nothing scans the map
-	// (a periodic scan under mu stalled every lock once a node held a
-	// million idle delegations).
-	active map[string]*Handle
+	// active maps each admitted critical section's locker to its handle,
+	// for the holder's events (Extended, Revoked), which name the locker.
+	// Unlock deletes the entry; nothing scans the map (a periodic scan under
+	// mu stalled every lock once a node held a million idle delegations).
+	// Integer keys: the repeat lock inserts and deletes once each, and a
+	// string key's hashing was a tenth of its cost.
+	active map[uint64]*Handle
 	armed  time.Time
 	// epochCh is closed and replaced whenever an epoch is learned.
 	epochCh chan struct{}
@@ -105,7 +106,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		clock:   cfg.Clock,
 		ring:    cfg.KeyRing,
 		waiters: make(map[uint64]*waiter),
-		active:  make(map[string]*Handle),
+		active:  make(map[uint64]*Handle),
 		epochCh: make(chan struct{}),
 		kick:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
@@ -436,8 +437,8 @@ func (n *Node) shutdown() error {
 		w.err = fmt.Errorf("%w: key %q", ErrClosed, w.key)
 		close(w.done)
 	}
-	for key, h := range n.active {
-		delete(n.active, key)
+	for locker, h := range n.active {
+		delete(n.active, locker)
 		if h != nil {
 			h.end(stateLost)
 		}
