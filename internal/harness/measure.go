@@ -286,26 +286,47 @@ func (c *cluster) manyKeys(ctx context.Context, d time.Duration, workers, keys i
 }
 
 // storeWrites measures a store's plain write throughput on its own Pebble
-// (unsynced, so that CPU, not the disk, is what homelock could take away).
-func storeWrites(dir string, d time.Duration) (float64, error) {
+// (unsynced, so that CPU, not the disk, is what homelock could take away):
+// the writes per second of each of storeWindows windows of d.
+func storeWrites(dir string, d time.Duration) ([]float64, error) {
 	db, err := pebble.Open(dir, &pebble.Options{Logger: quiet{}})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer db.Close()
 	val := make([]byte, 64)
 	n := 0
-	end := time.Now().Add(d)
-	for time.Now().Before(end) {
-		for range 256 {
-			k := binary.BigEndian.AppendUint64([]byte("w"), uint64(n%100000))
-			if err := db.Set(k, val, pebble.NoSync); err != nil {
-				return 0, err
+	window := d / storeWindows
+	rates := make([]float64, 0, storeWindows)
+	for range storeWindows {
+		start, done := time.Now(), 0
+		for time.Since(start) < window {
+			for range 256 {
+				k := binary.BigEndian.AppendUint64([]byte("w"), uint64(n%100000))
+				if err := db.Set(k, val, pebble.NoSync); err != nil {
+					return nil, err
+				}
+				n++
+				done++
 			}
-			n++
 		}
+		rates = append(rates, float64(done)/time.Since(start).Seconds())
 	}
-	return float64(n) / d.Seconds(), nil
+	return rates, nil
+}
+
+const storeWindows = 8
+
+// median of xs (which it sorts).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return -1
+	}
+	slices.Sort(xs)
+	if n := len(xs); n%2 == 0 {
+		return (xs[n/2-1] + xs[n/2]) / 2
+	}
+	return xs[len(xs)/2]
 }
 
 type quiet struct{}
