@@ -1,7 +1,3 @@
-// Command homelock runs homelock nodes and tools: node (one node of a
-// cluster), lock (hold a lock while a command runs), status, sim (seeded
-// simulation of the protocol) and harness (the measurement gate, not built
-// yet).
 package main
 
 import (
