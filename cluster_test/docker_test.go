@@ -12,7 +12,6 @@
 package clustertest
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -25,9 +24,7 @@ import (
 	"time"
 
 	"github.com/homelock/homelock/clientapi"
-	"github.com/homelock/homelock/epoch"
 	"github.com/homelock/homelock/fence"
-	"github.com/homelock/homelock/msg"
 )
 
 // dockerCluster is three node containers on one network.
@@ -135,17 +132,6 @@ func (c *dockerCluster) members(i int) []string {
 	return ids
 }
 
-// keyHomedAt is a key whose home is id while all three are members.
-func keyHomedAt(id, prefix string) string {
-	ring := epoch.NewRing(msg.Epoch{Members: []msg.Member{{ID: "n1", Version: 1}, {ID: "n2", Version: 1}, {ID: "n3", Version: 1}}})
-	for i := 0; ; i++ {
-		k := fmt.Sprintf("%s-%d", prefix, i)
-		if h, _ := ring.Home(k); string(h.ID) == id {
-			return k
-		}
-	}
-}
-
 // lockToken runs `homelock lock key -- sh -c 'echo $HOMELOCK_TOKEN'` through
 // node i and returns the token it printed.
 func (c *dockerCluster) lockToken(i int, key string, wait time.Duration) (fence.Token, error) {
@@ -175,45 +161,10 @@ func TestDockerPartitionAndRejoin(t *testing.T) {
 	}
 
 	// A command holds `held` through n1 when n1 is cut off.
-	started, stopped := filepath.Join(dir, "started"), filepath.Join(dir, "stopped")
-	first := exec.Command(c.bin, "lock", held, "--node", c.api(0), "--kill-after", "1s", "--",
-		"sh", "-c", fmt.Sprintf("touch %q; exec sleep 120", started))
-	var firstOut bytes.Buffer
-	first.Stdout, first.Stderr = &firstOut, &firstOut
-	if err := first.Start(); err != nil {
-		t.Fatal(err)
-	}
-	firstDone := make(chan error, 1)
-	go func() {
-		err := first.Wait()
-		_ = os.WriteFile(stopped, nil, 0o644)
-		firstDone <- err
-	}()
-	defer func() { _ = first.Process.Kill() }()
-	waitFor(t, 30*time.Second, "the command to run under the lock", func() bool {
-		_, err := os.Stat(started)
-		return err == nil
-	})
-
+	first := startLockedCommand(t, c.bin, dir, held, c.api(0))
 	docker(t, "network", "disconnect", c.net, c.names[0])
 	cut := time.Now()
-	out, err := exec.Command(c.bin, "lock", held, "--node", c.api(1), "--wait", "30s", "--",
-		"sh", "-c", fmt.Sprintf("if [ -e %q ]; then echo after; else echo OVERLAP; fi", stopped)).CombinedOutput()
-	if err != nil {
-		t.Fatalf("lock %s on n2 after the cut: %v\n%s", held, err, out)
-	}
-	if got := strings.TrimSpace(string(out)); got != "after" {
-		t.Fatalf("n2's critical section began while the command under cut-off n1 still ran (%q)\n%s", got, firstOut.String())
-	}
-	heldAt := time.Since(cut)
-	select {
-	case err := <-firstDone:
-		if err == nil {
-			t.Fatalf("the lock command under cut-off n1 exited 0\n%s", firstOut.String())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("the lock command under cut-off n1 never stopped\n%s", firstOut.String())
-	}
+	heldAt, _ := first.thenLockedThrough(t, c.bin, held, c.api(1), 30*time.Second)
 
 	after, err := c.lockToken(1, homed, 60*time.Second)
 	if err != nil {

@@ -15,9 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/homelock/homelock/epoch"
 	"github.com/homelock/homelock/fence"
-	"github.com/homelock/homelock/msg"
 )
 
 // hlProc is one `homelock node` process.
@@ -206,59 +204,16 @@ func TestProcessesLockFile(t *testing.T) {
 // even LOST). The lock command must stop its command on its own clock, and
 // it must have done so before a locker on n2 (the key's home) gets the key.
 func pausedHolder(t *testing.T, bin, dir string, procs []*hlProc) {
-	ring := epoch.NewRing(msg.Epoch{Members: []msg.Member{{ID: "n1", Version: 1}, {ID: "n2", Version: 1}, {ID: "n3", Version: 1}}})
-	key := ""
-	for i := 0; key == ""; i++ {
-		if k := fmt.Sprintf("paused-%d", i); func() bool { h, _ := ring.Home(k); return h.ID == "n2" }() {
-			key = k
-		}
-	}
-	started, stopped := filepath.Join(dir, "first-started"), filepath.Join(dir, "first-stopped")
-	first := exec.Command(bin, "lock", key, "--node", procs[0].api, "--kill-after", "1s", "--",
-		"sh", "-c", fmt.Sprintf("touch %q; exec sleep 60", started))
-	var firstOut bytes.Buffer
-	first.Stdout, first.Stderr = &firstOut, &firstOut
-	if err := first.Start(); err != nil {
-		t.Fatal(err)
-	}
-	firstDone := make(chan error, 1)
-	go func() {
-		err := first.Wait()
-		_ = os.WriteFile(stopped, nil, 0o644) // before anything else can lock the key
-		firstDone <- err
-	}()
-	waitFor(t, 20*time.Second, "the first command to run under the lock", func() bool {
-		_, err := os.Stat(started)
-		return err == nil
-	})
+	key := keyHomedAt("n2", "paused")
+	first := startLockedCommand(t, bin, dir, key, procs[0].api)
 	n1 := procs[0].cmd.Process
 	if err := n1.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	pausedAt := time.Now()
 	defer func() { _ = n1.Signal(syscall.SIGCONT) }()
-
-	// The second locker's critical section reports whether the first
-	// command had already been stopped when it began.
-	out, err := exec.Command(bin, "lock", key, "--node", procs[1].api, "--wait", "20s", "--",
-		"sh", "-c", fmt.Sprintf("if [ -e %q ]; then echo after; else echo OVERLAP; fi", stopped)).CombinedOutput()
-	second := time.Since(pausedAt)
-	if err != nil {
-		t.Fatalf("lock on n2 while n1 is paused: %v\n%s", err, out)
+	took, out := first.thenLockedThrough(t, bin, key, procs[1].api, 20*time.Second)
+	if !strings.Contains(out, "no word from the node") {
+		t.Fatalf("the lock command on paused n1 stopped for another reason:\n%s", out)
 	}
-	if got := strings.TrimSpace(string(out)); got != "after" {
-		_ = first.Process.Kill()
-		t.Fatalf("n2's critical section began while n1's command still ran (%q)\nfirst: %s", got, firstOut.String())
-	}
-	var firstErr error
-	select {
-	case firstErr = <-firstDone:
-	case <-time.After(10 * time.Second):
-		_ = first.Process.Kill()
-		t.Fatalf("the lock command on paused n1 never stopped its command\n%s", firstOut.String())
-	}
-	if firstErr == nil || !strings.Contains(firstOut.String(), "no word from the node") {
-		t.Fatalf("first lock command: %v, want it stopped for want of word from its node\n%s", firstErr, firstOut.String())
-	}
-	t.Logf("n1 paused: its lock command stopped its command on its own clock; n2's locker got %s %v after the pause", key, second.Round(time.Millisecond))
+	t.Logf("n1 paused: its lock command stopped its command on its own clock; n2's locker got %s %v after the pause", key, took.Round(time.Millisecond))
 }
