@@ -70,14 +70,14 @@ func (h *Handle) Expires() time.Time { return bootEpoch.Add(time.Duration(h.expi
 // of another (homelock lock's command) hands this on, so that the other can
 // stop in time when this node goes silent.
 func (h *Handle) Remaining() time.Duration {
-	if h.Valid() != nil {
+	if h.state.Load() != stateHeld {
 		return 0
 	}
 	exp := h.expires.Load()
 	if exp == math.MaxInt64 {
 		return time.Duration(math.MaxInt64)
 	}
-	return time.Duration(exp - int64(h.n.clock.Now().Sub(bootEpoch)))
+	return max(time.Duration(exp-int64(h.n.clock.Now().Sub(bootEpoch))), 0)
 }
 
 // Valid returns nil while the critical section may still commit, and an

@@ -74,6 +74,7 @@ func TestSingleNodeContention(t *testing.T) {
 	require.NoError(t, h.Unlock())
 	h2 := <-got
 	require.NoError(t, h2.Valid())
+	require.Zero(t, h.Remaining(), "unlocked")
 
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
@@ -93,12 +94,16 @@ func TestLeaseRunsOut(t *testing.T) {
 	c.waitAvailable()
 	h, err := n.Lock(context.Background(), "k", WithLease(60*time.Millisecond))
 	require.NoError(t, err)
+	left := h.Remaining()
+	require.Greater(t, left, time.Duration(0))
+	require.LessOrEqual(t, left, 60*time.Millisecond, "no more than its own lease")
 	select {
 	case <-h.Done():
 	case <-time.After(2 * time.Second):
 		t.Fatal("Done not closed after the lease")
 	}
 	require.ErrorIs(t, h.Valid(), ErrLeaseExpired)
+	require.Zero(t, h.Remaining())
 	require.ErrorIs(t, h.Unlock(), ErrLeaseExpired)
 	require.ErrorIs(t, h.Context().Err(), context.Canceled)
 }
