@@ -39,13 +39,13 @@ type ClientClient interface {
 	// the server answers RELEASED and ends the stream.
 	//
 	// A node that is paused or cut off sends nothing, LOST included, so the
-	// client keeps the lease on its own clock: ACQUIRED says how long the
-	// critical section may still run (valid_for_nanos), which the client
-	// counts from when it sent its LockRequest; while held it sends further
-	// LockRequests carrying only a ping number, and each is answered by a
-	// VALID event with the same ping and a fresh valid_for_nanos, counted from
-	// when that ping was sent. Counting from the send, never the receipt, keeps
-	// the client's deadline before the node's.
+	// client keeps the lease on its own clock: after ACQUIRED it sends
+	// further LockRequests carrying only a ping number, and each is answered
+	// by a VALID event with the same ping and how long the critical section
+	// may still run (valid_for_nanos), which the client counts from when that
+	// ping was sent. Counting from the send, never the receipt, keeps the
+	// client's deadline before the node's. ACQUIRED's valid_for_nanos sizes
+	// the client's ping interval.
 	Lock(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[LockRequest, LockEvent], error)
 	// Status reports the node's epoch, members and stats.
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
@@ -93,13 +93,13 @@ type ClientServer interface {
 	// the server answers RELEASED and ends the stream.
 	//
 	// A node that is paused or cut off sends nothing, LOST included, so the
-	// client keeps the lease on its own clock: ACQUIRED says how long the
-	// critical section may still run (valid_for_nanos), which the client
-	// counts from when it sent its LockRequest; while held it sends further
-	// LockRequests carrying only a ping number, and each is answered by a
-	// VALID event with the same ping and a fresh valid_for_nanos, counted from
-	// when that ping was sent. Counting from the send, never the receipt, keeps
-	// the client's deadline before the node's.
+	// client keeps the lease on its own clock: after ACQUIRED it sends
+	// further LockRequests carrying only a ping number, and each is answered
+	// by a VALID event with the same ping and how long the critical section
+	// may still run (valid_for_nanos), which the client counts from when that
+	// ping was sent. Counting from the send, never the receipt, keeps the
+	// client's deadline before the node's. ACQUIRED's valid_for_nanos sizes
+	// the client's ping interval.
 	Lock(grpc.BidiStreamingServer[LockRequest, LockEvent]) error
 	// Status reports the node's epoch, members and stats.
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)

@@ -78,7 +78,6 @@ Flags:
 	}
 	req := &clientapi.LockRequest{Key: name, LeaseNanos: int64(*leaseFlag), WaitNanos: int64(*wait), Try: *try}
 	lease := newClientLease()
-	requested := time.Now()
 	if err := stream.Send(req); err != nil {
 		fmt.Fprintf(stderr, "homelock lock: %s: %v\n", *node, err)
 		return 1
@@ -89,8 +88,10 @@ Flags:
 		return 1
 	}
 	token := ev.GetToken()
+	// ACQUIRED's validity only paces the pings: counted from the request it
+	// may be nearly spent after a long wait, so the lease starts with the
+	// first ping's answer, below.
 	validFor := time.Duration(ev.GetValidForNanos())
-	lease.extend(requested, validFor)
 
 	// One goroutine reads the node's events, one pings for validity; sends
 	// (pings, and the CloseSend that unlocks) share a mutex, as a stream
@@ -116,9 +117,8 @@ Flags:
 		defer sendMu.Unlock()
 		return stream.Send(&clientapi.LockRequest{Ping: lease.ping(time.Now())})
 	}
-	// Counted from the request, the validity may be nearly spent after a
-	// long wait. One ping, counted from now, gives the command its real
-	// lease before it starts (nothing runs meanwhile, so waiting is safe).
+	// One ping, counted from now, gives the command its lease before it
+	// starts (nothing runs meanwhile, so waiting for the answer is safe).
 	if err := ping(); err != nil {
 		fmt.Fprintf(stderr, "homelock lock: %s: %v\n", name, err)
 		return 1
