@@ -25,14 +25,30 @@ import (
 func TestInteractions(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		h := newHarness()
+		sectionStart := path + ":1"
+		// A golden file may record a violation only where the script switched
+		// a rule off, and every section that switches one off must show what
+		// it breaks: a -rewrite cannot turn a real violation into expected
+		// output, nor a mutation that nothing catches into a passing script.
+		endSection := func() {
+			if h.ruleOff != "" && h.violations == 0 {
+				t.Errorf("%s: the section switches a rule off (%s) and no invariant caught it", sectionStart, h.ruleOff)
+			}
+		}
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			if d.Cmd == "reset" {
-				h = newHarness()
+				endSection()
+				h, sectionStart = newHarness(), d.Pos
 				return "ok"
 			}
 			h.out.Reset()
 			h.depth = 0
-			if err := h.run(t, d); err != nil {
+			err := h.run(t, d)
+			for _, v := range h.unexpected {
+				t.Errorf("%s: VIOLATION with every rule on: %s", d.Pos, v)
+			}
+			h.unexpected = nil
+			if err != nil {
 				return "error: " + err.Error()
 			}
 			if h.out.Len() == 0 {
@@ -40,6 +56,7 @@ func TestInteractions(t *testing.T) {
 			}
 			return h.out.String()
 		})
+		endSection()
 	})
 }
 
@@ -338,7 +355,7 @@ func (h *harness) cmdBootstrap(a *args) error {
 }
 
 // cmdMutate sets the mutations nodes start with from now on:
-// mutate home=(A,B) holder=C, or mutate none.
+// mutate home=(A,B) holder=C [defended], or mutate none.
 func (h *harness) cmdMutate(a *args) error {
 	if a.has("none") {
 		h.mut.home, h.mut.holder = home.Mutations{}, delegation.Mutations{}
@@ -368,6 +385,11 @@ func (h *harness) cmdMutate(a *args) error {
 			}
 		}
 		return names
+	}
+	// defended: another rule still stands in the way, so the section shows
+	// that no invariant breaks, and any violation fails the test.
+	if !a.has("defended") {
+		h.switchOff(fmt.Sprintf("mutate home=%v holder=%v", a.kv["home"], a.kv["holder"]))
 	}
 	h.printf("nodes started from now on run with mutations home=%v holder=%v",
 		on(reflect.ValueOf(h.mut.home)), on(reflect.ValueOf(h.mut.holder)))
@@ -516,7 +538,9 @@ func (h *harness) cmdResume(a *args) error {
 		n.offset -= time.Duration(float64(gap) * n.rate)
 		h.printf("%s: resumed; its clock stood still for %v", n.id, gap)
 		n.stall = false
-		if !a.has("no-jump") {
+		if a.has("no-jump") {
+			h.switchOff("clock jump not reported (no-jump)")
+		} else {
 			h.apply(n, n.core.ClockJump(n.local(h.now)))
 		}
 	} else {

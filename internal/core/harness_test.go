@@ -60,6 +60,14 @@ type harness struct {
 	isolated map[msg.NodeID]bool
 
 	chk checker
+	// ruleOff names the first safety rule switched off since the last reset
+	// (a mutation, an unpersisted incarnation, an unreported clock jump);
+	// only then may a VIOLATION be printed, and then one must be.
+	ruleOff    string
+	violations int
+	// unexpected are the violations printed while every rule was on: each
+	// fails the test, whatever the golden file says.
+	unexpected []string
 	// settling is the token of the hook completion being reported, while the
 	// harness calls Settled (to catch an unsettled release, H20).
 	settling *fence.Token
@@ -106,6 +114,17 @@ func (h *harness) printf(format string, args ...any) {
 
 func (h *harness) violation(format string, args ...any) {
 	h.printf("VIOLATION: "+format, args...)
+	h.violations++
+	if h.ruleOff == "" {
+		h.unexpected = append(h.unexpected, fmt.Sprintf(format, args...))
+	}
+}
+
+// switchOff records that a script turned a safety rule off.
+func (h *harness) switchOff(rule string) {
+	if h.ruleOff == "" {
+		h.ruleOff = rule
+	}
 }
 
 func ts(t time.Time) string { return fmt.Sprintf("%.3fs", t.Sub(hBase).Seconds()) }
@@ -164,6 +183,8 @@ func (h *harness) config(n *hnode) Config {
 func (h *harness) start(n *hnode, keepInc bool) {
 	if !keepInc || n.disk.inc == 0 {
 		n.disk.inc++
+	} else {
+		h.switchOff("incarnation not persisted (keep-inc)")
 	}
 	st := epoch.State{}
 	for _, r := range n.disk.acceptor {
