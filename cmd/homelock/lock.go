@@ -72,7 +72,10 @@ type lockArgs struct {
 	lease, wait time.Duration
 	killAfter   time.Duration
 	try         bool
-	command     []string
+	// waitSet: --wait was given. --try without it leaves the node's own,
+	// short, wait for the home's answer.
+	waitSet bool
+	command []string
 }
 
 // usageError is a command line that parsed but makes no sense; the flag
@@ -101,7 +104,7 @@ func parseLockArgs(args []string, out io.Writer) (lockArgs, error) {
 	fs.StringVar(&a.node, "node", defaultAPIAddr, "client API address of a homelock node")
 	fs.DurationVar(&a.lease, "lease", 0, fmt.Sprintf("bound the critical section to this long, at least %v (0: held while COMMAND runs)", minLease))
 	fs.DurationVar(&a.wait, "wait", defaultWait, "give up if the lock is not held within this long")
-	fs.BoolVar(&a.try, "try", false, "fail at once if the lock is held")
+	fs.BoolVar(&a.try, "try", false, "fail at once if the lock is held (waiting only for the home's answer, or up to --wait if given)")
 	fs.DurationVar(&a.killAfter, "kill-after", defaultKillAfter, "SIGKILL COMMAND this long after passing it a signal or SIGTERM")
 
 	before, command := args, []string(nil)
@@ -138,6 +141,7 @@ func parseLockArgs(args []string, out io.Writer) (lockArgs, error) {
 		return a, usagef("no COMMAND given (put it after --)")
 	}
 	a.name, a.command = names[0], command
+	fs.Visit(func(f *flag.Flag) { a.waitSet = a.waitSet || f.Name == "wait" })
 	switch {
 	case a.lease < 0:
 		return a, usagef("--lease (%v) must not be negative (0: held while COMMAND runs)", a.lease)
@@ -253,6 +257,9 @@ func openLock(ctx context.Context, conn *grpc.ClientConn, a lockArgs) (*clientap
 		return nil, nil, err
 	}
 	req := &clientapi.LockRequest{Key: a.name, LeaseNanos: int64(a.lease), WaitNanos: int64(a.wait), Try: a.try}
+	if a.try && !a.waitSet {
+		req.WaitNanos = 0
+	}
 	if err := stream.Send(req); err != nil {
 		// Send reports io.EOF when the stream failed; Recv says why.
 		if _, rerr := stream.Recv(); rerr != nil {

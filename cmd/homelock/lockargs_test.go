@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -34,8 +35,8 @@ func TestParseLockArgs(t *testing.T) {
 		err  string // a usage error containing this; "help" for --help
 	}{
 		{args: []string{"k", "--", "cmd", "-x"}, want: with(func(*lockArgs) {})},
-		{args: []string{"k", "--wait", "2s", "--", "cmd", "-x"}, want: with(func(a *lockArgs) { a.wait = 2 * time.Second })},
-		{args: []string{"--wait", "2s", "k", "--", "cmd", "-x"}, want: with(func(a *lockArgs) { a.wait = 2 * time.Second })},
+		{args: []string{"k", "--wait", "2s", "--", "cmd", "-x"}, want: with(func(a *lockArgs) { a.wait, a.waitSet = 2*time.Second, true })},
+		{args: []string{"--wait", "2s", "k", "--", "cmd", "-x"}, want: with(func(a *lockArgs) { a.wait, a.waitSet = 2*time.Second, true })},
 		{args: []string{"--node", "h:1", "k", "--lease", "1s", "--try", "--", "cmd", "-x"},
 			want: with(func(a *lockArgs) { a.node, a.lease, a.try = "h:1", time.Second, true })},
 		{args: []string{"k", "--kill-after", "0s", "cmd", "-x"}, want: with(func(a *lockArgs) { a.killAfter = 0 })},
@@ -129,6 +130,16 @@ func TestExitCodesDocumented(t *testing.T) {
 	out.Reset()
 	require.Equal(t, 0, run([]string{"--help"}, &out, &errOut))
 	require.Contains(t, out.String(), exitCodesHelp)
+
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	doc, err := os.ReadFile("doc.go")
+	require.NoError(t, err)
+	for _, c := range []int{exitFailed, exitUsage, exitLost, exitNoNode, exitNoLocks, exitTimedOut} {
+		require.Contains(t, string(readme), fmt.Sprintf("| `%d` |", c), "README.md's table")
+		require.Contains(t, string(doc), fmt.Sprintf("//\t%d ", c), "doc.go's table")
+		require.Regexp(t, fmt.Sprintf(`(?m)^  %d\s`, c), exitCodesHelp, "--help's table")
+	}
 }
 
 func TestHelpExitsZero(t *testing.T) {
