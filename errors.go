@@ -44,6 +44,12 @@ var (
 	// with the previous holder's writes, so nothing was admitted. Retryable.
 	ErrHookFailed = errors.New("homelock: store hook failed")
 
+	// ErrInvalidOption is returned by Lock, TryLock and LockAll for a
+	// LockOption outside its range (a WithLease that is not positive, a
+	// negative WithWait, an unknown scope); the message names the option
+	// and its value. Not retryable.
+	ErrInvalidOption = errors.New("homelock: invalid lock option")
+
 	// ErrInvalidConfig is returned by Config.Validate and Open; the message
 	// lists every violation with the field and its value.
 	ErrInvalidConfig = errors.New("homelock: invalid config")

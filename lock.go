@@ -85,7 +85,7 @@ func (n *Node) options(opts []LockOption) (lockOptions, error) {
 }
 
 var (
-	errBadOption = errors.New("homelock: invalid lock option")
+	errBadOption = ErrInvalidOption
 	errEmptyKey  = errors.New("homelock: empty key")
 )
 

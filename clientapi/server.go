@@ -117,8 +117,11 @@ func (s *Server) Status(ctx context.Context, _ *StatusRequest) (*StatusResponse,
 }
 
 // ToStatus maps homelock's errors to gRPC codes: ErrTimeout is
-// DeadlineExceeded, the retryable refusals are Unavailable or
-// ResourceExhausted, a closed node is Unavailable.
+// DeadlineExceeded, the retryable refusals (ErrLockUnavailable,
+// ErrHookFailed, a closing node's ErrClosed) are FailedPrecondition,
+// ErrTooManyDelegations is ResourceExhausted, ErrInvalidOption is
+// InvalidArgument. Unavailable is left to gRPC itself, so that a client can
+// tell a node it could not reach from one that answered "not now".
 func ToStatus(err error) error {
 	code := codes.Unknown
 	switch {
@@ -126,8 +129,10 @@ func ToStatus(err error) error {
 		code = codes.DeadlineExceeded
 	case errors.Is(err, homelock.ErrTooManyDelegations):
 		code = codes.ResourceExhausted
+	case errors.Is(err, homelock.ErrInvalidOption):
+		code = codes.InvalidArgument
 	case errors.Is(err, homelock.ErrLockUnavailable), errors.Is(err, homelock.ErrClosed), errors.Is(err, homelock.ErrHookFailed):
-		code = codes.Unavailable
+		code = codes.FailedPrecondition
 	case errors.Is(err, context.Canceled):
 		code = codes.Canceled
 	}

@@ -38,20 +38,11 @@ func buildHomelock(t *testing.T, dir string) string {
 	return bin
 }
 
-// Issue 3, real nodes 6: three `homelock node` processes on loopback; two
-// loops of `homelock lock NAME -- sh -c ...` on different nodes run at once,
-// each critical section appending a block of numbered lines (with its
-// HOMELOCK_TOKEN) to one file. The file's blocks never interleave, every
-// block is whole, and the tokens, in file order, never go back.
-func TestProcessesLockFile(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the homelock command (-short)")
-	}
-	dir := t.TempDir()
-	begin := time.Now()
-	bin := buildHomelock(t, dir)
-	built := time.Since(begin)
-
+// startProcessCluster starts three `homelock node` processes (n1, n2, n3)
+// on loopback as one cluster and returns once each can grant; cleanup
+// stops them with SIGTERM.
+func startProcessCluster(t *testing.T, bin, dir, cluster string) []*hlProc {
+	t.Helper()
 	ids := []string{"n1", "n2", "n3"}
 	gossip := make([]string, len(ids))
 	for i := range ids {
@@ -83,7 +74,7 @@ func TestProcessesLockFile(t *testing.T) {
 	for i, id := range ids {
 		p := &hlProc{id: id, api: freeLoopback(t), out: &bytes.Buffer{}, done: make(chan error, 1)}
 		args := []string{"node",
-			"--id", id, "--cluster", "proctest", "--data-dir", filepath.Join(dir, id),
+			"--id", id, "--cluster", cluster, "--data-dir", filepath.Join(dir, id),
 			"--bootstrap", "--initial", strings.Join(ids, ","),
 			"--grpc-addr", freeLoopback(t), "--gossip-addr", gossip[i], "--api-addr", p.api,
 			"--epoch-lease", "2s", "--max-lease", "800ms", "--down-after", "2s",
@@ -115,6 +106,24 @@ func TestProcessesLockFile(t *testing.T) {
 			return err == nil && bytes.Contains(out, []byte("cluster locks available: yes"))
 		})
 	}
+	return procs
+}
+
+// Issue 3, real nodes 6: three `homelock node` processes on loopback; two
+// loops of `homelock lock NAME -- sh -c ...` on different nodes run at once,
+// each critical section appending a block of numbered lines (with its
+// HOMELOCK_TOKEN) to one file. The file's blocks never interleave, every
+// block is whole, and the tokens, in file order, never go back.
+func TestProcessesLockFile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the homelock command (-short)")
+	}
+	dir := t.TempDir()
+	begin := time.Now()
+	bin := buildHomelock(t, dir)
+	built := time.Since(begin)
+
+	procs := startProcessCluster(t, bin, dir, "proctest")
 
 	up := time.Since(begin) - built
 	begin = time.Now()

@@ -1,10 +1,40 @@
 // Command homelock runs homelock nodes and tools:
 //
 //   - node: one node of a cluster, serving the client API;
-//   - lock: hold a lock while a command runs, like flock(1), stopping the
-//     command when the lease ends (even if the node goes silent);
+//   - lock: hold a lock while a command runs, like flock(1);
 //   - status: the epoch, its members and a node's stats;
 //   - harness: the measurement gate, a local 3-node cluster measured
 //     against homelock's targets;
-//   - sim: the seeded protocol simulator (replay one seed with --seed).
+//   - sim: the seeded protocol simulator (replay one seed with --seed);
+//   - version: the module version and the lock protocol version.
+//
+// # homelock lock
+//
+// "homelock lock [flags] NAME [flags] -- COMMAND [ARGS...]" starts COMMAND
+// only once the lock NAME is held, with its fencing token in HOMELOCK_TOKEN,
+// and releases the lock only after COMMAND has exited. SIGINT, SIGTERM and
+// SIGHUP are passed on to COMMAND (SIGKILL after --kill-after); before
+// COMMAND starts they end the wait. A lost lease (revoked, or run out on
+// the lock command's own clock because the node went silent) stops COMMAND
+// with SIGTERM, then SIGKILL. On Linux, COMMAND dies with a SIGKILLed lock
+// command (its lock ends with it). --wait is kept on the lock command's
+// own clock too, so a node that never answers costs --wait plus two
+// RetryIntervals.
+//
+// Exit status of homelock lock:
+//
+//	COMMAND's  the lock was held from before COMMAND started until after it exited
+//	           (128+N if COMMAND was killed by signal N)
+//	2          usage error: bad flag or argument, or --lease/--wait refused by the node
+//	120        lock lost while COMMAND ran (lease ran out or revoked): COMMAND was stopped
+//	121        node unreachable: refused, or no answer within --wait
+//	122        unavailable: no epoch liveness, not a member, mixed protocol versions,
+//	           too many delegations, node shutting down
+//	123        not acquired in time: still queued behind a holder when --wait ran out
+//	           (at once with --try)
+//	126, 127   COMMAND could not be started, or was not found
+//	128+N      homelock lock got signal N before COMMAND started (nothing ran)
+//	1          any other failure of homelock lock itself
+//
+// Every subcommand exits 2 on a usage error and 0 for --help.
 package main

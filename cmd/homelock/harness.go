@@ -37,8 +37,8 @@ func runHarness(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "Usage: homelock harness [flags]\n\nStarts a local cluster (real gRPC on loopback, real Pebble in a temporary\ndirectory removed afterwards), measures it against homelock's targets and\nprints the gate. Flags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)

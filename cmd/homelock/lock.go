@@ -8,106 +8,318 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"sync"
 	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/homelock/homelock"
 	"github.com/homelock/homelock/clientapi"
 )
 
 const defaultAPIAddr = "127.0.0.1:7950"
 
-func runLock(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("lock", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: homelock lock NAME [flags] -- COMMAND [ARGS...]
+var (
+	// minLease is the shortest --lease worth asking for: the protocol's
+	// MinUseful, below which a grant is not used at all.
+	minLease = homelock.DefaultConfig().MinUseful
+	// defaultWait is --wait's default, the library's DefaultWait: the lock
+	// command always sends its wait, as it enforces it on its own clock too.
+	defaultWait = homelock.DefaultConfig().DefaultWait
+	// answerMargin is how long past --wait the lock command waits for the
+	// node's own answer. The node times the wait out itself within a
+	// RetryInterval, so a node that has said nothing by then is not
+	// answering (paused, cut off, or not a homelock node at all).
+	answerMargin = 2 * homelock.DefaultConfig().RetryInterval
+)
+
+const defaultKillAfter = 5 * time.Second
+
+// forwarded are the signals `homelock lock` passes on to its command, as
+// timeout(1), systemd and a terminal send them, so that the command ends
+// (and only then the lock) rather than the lock under a running command.
+var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
+
+const lockUsage = `Usage: homelock lock [flags] NAME [flags] -- COMMAND [ARGS...]
 
 Holds the cluster lock NAME while COMMAND runs, like flock(1) and
-"etcdctl lock". The fencing token is in the environment as HOMELOCK_TOKEN
-(and the key as HOMELOCK_KEY). If the lease is lost, COMMAND gets SIGTERM
-and, after --kill-after, SIGKILL. The lease is also kept on this process's
-own clock, so a node that goes silent (paused, cut off) cannot leave COMMAND
-running past it. Exits with COMMAND's status; 1 if the lock could not be
-taken or was lost (2 for usage errors).
+"etcdctl lock". COMMAND starts once the lock is held, with the fencing token
+in HOMELOCK_TOKEN (and the key in HOMELOCK_KEY); the lock is released only
+after COMMAND has exited:
+
+  - SIGINT, SIGTERM and SIGHUP are passed on to COMMAND, and the lock is held
+    until it exits (SIGKILL after --kill-after). Before COMMAND starts they
+    end the wait, and nothing runs.
+  - If the lease is lost (revoked, or run out on this process's own clock
+    because the node went silent), COMMAND gets SIGTERM, and SIGKILL after
+    --kill-after.
+  - If homelock lock is killed outright (SIGKILL), COMMAND is killed with it
+    (Linux).
+
+--wait is kept on this process's clock too: a node that does not answer
+(paused, cut off, a port that never speaks) ends it within about --wait.
 
 Flags:
-`)
-		fs.PrintDefaults()
-	}
-	node := fs.String("node", defaultAPIAddr, "client API address of a homelock node")
-	leaseFlag := fs.Duration("lease", 0, "bound the critical section (0: renewed while the command runs)")
-	wait := fs.Duration("wait", 0, "give up after waiting this long (0: the node's default)")
-	try := fs.Bool("try", false, "fail at once if the lock is held")
-	killAfter := fs.Duration("kill-after", 5*time.Second, "SIGKILL this long after SIGTERM")
-	// NAME comes first, flags after it: parse NAME by hand.
-	if len(args) == 0 || args[0] == "" || args[0][0] == '-' {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
-			fs.Usage()
-			return 0
-		}
-		fs.Usage()
-		return 2
-	}
-	name := args[0]
-	if err := fs.Parse(args[1:]); err != nil {
-		return 2
-	}
-	cmdArgs := fs.Args()
-	if len(cmdArgs) == 0 {
-		fmt.Fprintln(stderr, "homelock lock: no command given (put it after --)")
-		return 2
-	}
+`
 
-	conn, err := grpc.NewClient(*node, grpc.WithTransportCredentials(insecure.NewCredentials()))
+// lockArgs is a parsed `homelock lock` command line.
+type lockArgs struct {
+	name, node  string
+	lease, wait time.Duration
+	killAfter   time.Duration
+	try         bool
+	// waitSet: --wait was given. --try without it leaves the node's own,
+	// short, wait for the home's answer.
+	waitSet bool
+	command []string
+}
+
+// usageError is a command line that parsed but makes no sense; the flag
+// package's own errors have been printed by the time parseLockArgs returns
+// them, these have not.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// parseLockArgs reads `homelock lock`'s arguments. Flags may come before or
+// after NAME. Everything after the first "--" is COMMAND; without "--",
+// COMMAND starts at the first argument after NAME that is not a flag.
+func parseLockArgs(args []string, out io.Writer) (lockArgs, error) {
+	var a lockArgs
+	fs := flag.NewFlagSet("lock", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprint(out, lockUsage)
+		fs.PrintDefaults()
+		fmt.Fprint(out, "\n"+exitCodesHelp)
+	}
+	fs.StringVar(&a.node, "node", defaultAPIAddr, "client API address of a homelock node")
+	fs.DurationVar(&a.lease, "lease", 0, fmt.Sprintf("bound the critical section to this long, at least %v (0: held while COMMAND runs)", minLease))
+	fs.DurationVar(&a.wait, "wait", defaultWait, "give up if the lock is not held within this long")
+	fs.BoolVar(&a.try, "try", false, "fail at once if the lock is held (waiting only for the home's answer, or up to --wait if given)")
+	fs.DurationVar(&a.killAfter, "kill-after", defaultKillAfter, "SIGKILL COMMAND this long after passing it a signal or SIGTERM")
+
+	before, command := args, []string(nil)
+	dash := false
+	for i, arg := range args {
+		if arg == "--" {
+			before, command, dash = args[:i], args[i+1:], true
+			break
+		}
+	}
+	var names []string
+	for rest := before; ; {
+		if err := fs.Parse(rest); err != nil {
+			return a, err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		if !dash && len(names) == 1 {
+			command = fs.Args()
+			break
+		}
+		names = append(names, fs.Arg(0))
+		rest = fs.Args()[1:]
+	}
+	switch {
+	case len(names) == 0:
+		return a, usagef("no lock NAME given")
+	case names[0] == "":
+		return a, usagef("empty lock NAME")
+	case len(names) > 1:
+		return a, usagef("unexpected argument %q before -- (COMMAND goes after --)", names[1])
+	case len(command) == 0:
+		return a, usagef("no COMMAND given (put it after --)")
+	}
+	a.name, a.command = names[0], command
+	fs.Visit(func(f *flag.Flag) { a.waitSet = a.waitSet || f.Name == "wait" })
+	switch {
+	case a.lease < 0:
+		return a, usagef("--lease (%v) must not be negative (0: held while COMMAND runs)", a.lease)
+	case a.lease > 0 && a.lease < minLease:
+		return a, usagef("--lease (%v) is below the shortest lease the protocol uses (%v)", a.lease, minLease)
+	case a.wait <= 0:
+		return a, usagef("--wait (%v) must be positive (--try does not queue)", a.wait)
+	case a.killAfter < 0:
+		return a, usagef("--kill-after (%v) must not be negative", a.killAfter)
+	}
+	return a, nil
+}
+
+func runLock(args []string, stdout, stderr io.Writer) int {
+	a, err := parseLockArgs(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	var ue *usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "homelock lock: %v\nRun \"homelock lock --help\" for usage.\n", ue)
+		return exitUsage
+	}
 	if err != nil {
-		fmt.Fprintf(stderr, "homelock lock: %v\n", err)
-		return 1
+		return exitUsage // the flag package printed it
+	}
+	// From here the signals are this process's to handle: they end the
+	// wait before COMMAND starts, and go to COMMAND once it runs.
+	sigs := make(chan os.Signal, len(forwarded))
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+
+	conn, err := dialNode(a.node)
+	if err != nil {
+		fmt.Fprintf(stderr, "homelock lock: --node %q: %v\n", a.node, err)
+		return exitUsage
 	}
 	defer conn.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	h, lerr := acquire(context.Background(), conn, a, sigs)
+	if lerr != nil {
+		fmt.Fprintf(stderr, "homelock lock: %s: %s\n", a.name, lerr.msg)
+		return lerr.code
+	}
+	defer h.cancel()
+	return hold(a, h, sigs, stdout, stderr)
+}
+
+// held is a lock the node granted: its stream (cancel ends it, and the
+// node then unlocks), its token, and the validity ACQUIRED reported.
+type held struct {
+	stream   clientapi.Client_LockClient
+	cancel   context.CancelFunc
+	token    string
+	validFor time.Duration
+}
+
+// lockError is why the lock was not taken or kept, with the exit status
+// that says so.
+type lockError struct {
+	code int
+	msg  string
+}
+
+// acquire opens the Lock stream and waits for ACQUIRED, for at most --wait
+// plus answerMargin on this process's clock, or until a signal.
+func acquire(ctx context.Context, conn *grpc.ClientConn, a lockArgs, sigs <-chan os.Signal) (*held, *lockError) {
+	sctx, cancel := context.WithCancel(ctx)
+	// One watcher ends the stream at the deadline or on a signal; it has
+	// stopped (and said which, if either) before acquire returns.
+	var (
+		silent bool
+		got    os.Signal
+	)
+	stop, watched := make(chan struct{}), make(chan struct{})
+	timer := time.NewTimer(a.wait + answerMargin)
+	go func() {
+		defer close(watched)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+			silent = true
+			cancel()
+		case got = <-sigs:
+			cancel()
+		case <-stop:
+		}
+	}()
+	ev, stream, err := openLock(sctx, conn, a)
+	close(stop)
+	<-watched
+	fail := func(e *lockError) (*held, *lockError) {
+		cancel()
+		return nil, e
+	}
+	switch {
+	case got != nil:
+		return fail(&lockError{128 + int(got.(syscall.Signal)), fmt.Sprintf("got %v while waiting for the lock; COMMAND did not run", got)})
+	case silent:
+		return fail(&lockError{exitNoNode, fmt.Sprintf("node %s did not answer within --wait %v (+%v): paused, cut off, or not a homelock node",
+			a.node, a.wait, answerMargin)})
+	case err != nil:
+		return fail(refusal(a, err))
+	case ev.GetKind() != clientapi.LockEvent_KIND_ACQUIRED:
+		return fail(&lockError{exitFailed, fmt.Sprintf("node %s answered %s, not ACQUIRED", a.node, describe(nil, ev))})
+	}
+	return &held{stream: stream, cancel: cancel, token: ev.GetToken(), validFor: time.Duration(ev.GetValidForNanos())}, nil
+}
+
+// openLock sends the LockRequest and returns the node's first answer.
+func openLock(ctx context.Context, conn *grpc.ClientConn, a lockArgs) (*clientapi.LockEvent, clientapi.Client_LockClient, error) {
 	stream, err := clientapi.NewClientClient(conn).Lock(ctx)
 	if err != nil {
-		fmt.Fprintf(stderr, "homelock lock: %s: %v\n", *node, err)
-		return 1
+		return nil, nil, err
 	}
-	req := &clientapi.LockRequest{Key: name, LeaseNanos: int64(*leaseFlag), WaitNanos: int64(*wait), Try: *try}
-	lease := newClientLease()
+	req := &clientapi.LockRequest{Key: a.name, LeaseNanos: int64(a.lease), WaitNanos: int64(a.wait), Try: a.try}
+	if a.try && !a.waitSet {
+		req.WaitNanos = 0
+	}
 	if err := stream.Send(req); err != nil {
-		fmt.Fprintf(stderr, "homelock lock: %s: %v\n", *node, err)
-		return 1
+		// Send reports io.EOF when the stream failed; Recv says why.
+		if _, rerr := stream.Recv(); rerr != nil {
+			err = rerr
+		}
+		return nil, nil, err
 	}
 	ev, err := stream.Recv()
-	if err != nil || ev.GetKind() != clientapi.LockEvent_KIND_ACQUIRED {
-		fmt.Fprintf(stderr, "homelock lock: %s: %s\n", name, describe(err, ev))
-		return 1
-	}
-	token := ev.GetToken()
-	// ACQUIRED's validity only paces the pings: counted from the request it
-	// may be nearly spent after a long wait, so the lease starts with the
-	// first ping's answer, below.
-	validFor := time.Duration(ev.GetValidForNanos())
+	return ev, stream, err
+}
 
+// refusal says why the node did not grant the lock, by the gRPC code that
+// clientapi.ToStatus gave homelock's error (or that gRPC gave a node it
+// could not reach).
+func refusal(a lockArgs, err error) *lockError {
+	s, ok := status.FromError(err)
+	if !ok {
+		return &lockError{exitFailed, fmt.Sprintf("node %s: %v", a.node, err)}
+	}
+	switch s.Code() {
+	case codes.DeadlineExceeded:
+		if a.try {
+			return &lockError{exitTimedOut, "not acquired (--try): " + s.Message()}
+		}
+		return &lockError{exitTimedOut, fmt.Sprintf("not acquired within --wait %v: %s", a.wait, s.Message())}
+	case codes.Unavailable:
+		return &lockError{exitNoNode, fmt.Sprintf("node %s unreachable: %s", a.node, s.Message())}
+	case codes.FailedPrecondition, codes.ResourceExhausted:
+		return &lockError{exitNoLocks, fmt.Sprintf("unavailable through node %s: %s", a.node, s.Message())}
+	case codes.InvalidArgument:
+		return &lockError{exitUsage, fmt.Sprintf("refused by node %s (--lease %v, --wait %v): %s", a.node, a.lease, a.wait, s.Message())}
+	}
+	return &lockError{exitFailed, fmt.Sprintf("node %s: %s (%s)", a.node, s.Message(), s.Code())}
+}
+
+// streamEnd is what ended a held lock's stream: RELEASED or not.
+type streamEnd struct {
+	released bool
+	why      string
+}
+
+// hold runs COMMAND under the held lock h and returns homelock lock's exit
+// status. The lock ends only after COMMAND has exited.
+func hold(a lockArgs, h *held, sigs <-chan os.Signal, stdout, stderr io.Writer) int {
+	lease := newClientLease()
 	// One goroutine reads the node's events, one pings for validity; sends
 	// (pings, and the CloseSend that unlocks) share a mutex, as a stream
-	// allows one sender at a time.
-	lost := make(chan string, 1)
+	// allows one sender at a time. Both end with the stream (h.cancel).
+	ended := make(chan streamEnd, 1)
 	firstValid := make(chan struct{})
 	go func() {
 		var once sync.Once
 		for {
-			ev, err := stream.Recv()
+			ev, err := h.stream.Recv()
 			if err == nil && ev.GetKind() == clientapi.LockEvent_KIND_VALID {
 				lease.answered(ev.GetPing(), time.Duration(ev.GetValidForNanos()))
 				once.Do(func() { close(firstValid) })
 				continue
 			}
-			lost <- describe(err, ev)
+			ended <- streamEnd{released: err == nil && ev.GetKind() == clientapi.LockEvent_KIND_RELEASED, why: describe(err, ev)}
 			return
 		}
 	}()
@@ -115,48 +327,55 @@ Flags:
 	ping := func() error {
 		sendMu.Lock()
 		defer sendMu.Unlock()
-		return stream.Send(&clientapi.LockRequest{Ping: lease.ping(time.Now())})
+		return h.stream.Send(&clientapi.LockRequest{Ping: lease.ping(time.Now())})
 	}
-	// One ping, counted from now, gives the command its lease before it
-	// starts (nothing runs meanwhile, so waiting for the answer is safe).
+	// ACQUIRED's validity only paces the pings: counted from the request it
+	// may be nearly spent after a long wait, so the lease starts with the
+	// first ping's answer. Nothing runs meanwhile, so waiting for it is safe.
 	if err := ping(); err != nil {
-		fmt.Fprintf(stderr, "homelock lock: %s: %v\n", name, err)
-		return 1
+		fmt.Fprintf(stderr, "homelock lock: %s: lock lost before COMMAND started (%v)\n", a.name, err)
+		return exitLost
 	}
-	confirm := time.NewTimer(max(validFor, time.Second))
+	confirm := time.NewTimer(max(h.validFor, time.Second))
 	select {
 	case <-firstValid:
 		confirm.Stop()
-	case why := <-lost:
-		fmt.Fprintf(stderr, "homelock lock: %s: lock lost before the command started (%s)\n", name, why)
-		return 1
+	case end := <-ended:
+		fmt.Fprintf(stderr, "homelock lock: %s: lock lost before COMMAND started (%s)\n", a.name, end.why)
+		return exitLost
 	case <-confirm.C:
-		fmt.Fprintf(stderr, "homelock lock: %s: lock lost before the command started (no word from the node)\n", name)
-		return 1
+		fmt.Fprintf(stderr, "homelock lock: %s: node %s stopped answering before COMMAND started; COMMAND did not run\n", a.name, a.node)
+		return exitNoNode
+	case s := <-sigs:
+		confirm.Stop()
+		fmt.Fprintf(stderr, "homelock lock: %s: got %v before COMMAND started; COMMAND did not run\n", a.name, s)
+		return 128 + int(s.(syscall.Signal))
 	}
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
 	ranOut := make(chan string, 1)
-	go watchLease(ctx, lease, ranOut)
+	go watchLease(watchCtx, lease, ranOut)
 
 	// The command's output and ours interleave on one writer: serialise them
 	// (and hide a bytes.Buffer's ReadFrom, which a concurrent Write races).
 	stdout, stderr = &syncWriter{w: stdout}, &syncWriter{w: stderr}
-	cmd := exec.Command(cmdArgs[0], cmdArgs[1:]...)
+	cmd := exec.Command(a.command[0], a.command[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
-	cmd.Env = append(os.Environ(), "HOMELOCK_TOKEN="+token, "HOMELOCK_KEY="+name)
+	cmd.Env = append(os.Environ(), "HOMELOCK_TOKEN="+h.token, "HOMELOCK_KEY="+a.name)
 	// A grandchild that outlives a killed command may hold its output open:
 	// Wait returns this long after the command itself exited regardless.
 	cmd.WaitDelay = time.Second
+	dieWithUs(cmd)
 	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(stderr, "homelock lock: %v\n", err)
-		return 127
+		fmt.Fprintf(stderr, "homelock lock: %s: %v\n", a.name, err)
+		return startCode(err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	stopPings := make(chan struct{})
-	pinged := make(chan struct{})
+	stopPings, pinged := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(pinged)
-		t := time.NewTicker(pingEvery(validFor))
+		t := time.NewTicker(pingEvery(h.validFor))
 		defer t.Stop()
 		for {
 			select {
@@ -169,40 +388,84 @@ Flags:
 			}
 		}
 	}()
-	unlock := func() {
-		close(stopPings)
+	var stopOnce sync.Once
+	stopPinging := func() {
+		stopOnce.Do(func() { close(stopPings) })
 		<-pinged
-		sendMu.Lock()
-		_ = stream.CloseSend()
-		sendMu.Unlock()
 	}
-	var waitErr error
-	var why string
-	select {
-	case waitErr = <-exited:
-		unlock()
-		select {
-		case <-lost: // RELEASED, or the stream ended
-		case <-time.After(5 * time.Second):
+	defer stopPinging()
+
+	var (
+		lostWhy string
+		kill    <-chan time.Time
+	)
+	stopCommand := func(s os.Signal) {
+		_ = cmd.Process.Signal(s)
+		if kill == nil {
+			kill = time.After(a.killAfter)
 		}
-		return exitCode(waitErr)
-	case why = <-lost:
-	case why = <-ranOut:
 	}
-	fmt.Fprintf(stderr, "homelock lock: %s: lock lost (%s); stopping the command\n", name, why)
-	_ = cmd.Process.Signal(syscall.SIGTERM)
+	lost := func(why string) {
+		if lostWhy != "" {
+			return
+		}
+		lostWhy = why
+		fmt.Fprintf(stderr, "homelock lock: %s: lock lost (%s); stopping COMMAND\n", a.name, why)
+		stopCommand(syscall.SIGTERM)
+	}
+	for {
+		select {
+		case err := <-exited:
+			if lostWhy != "" {
+				fmt.Fprintf(stderr, "homelock lock: %s: COMMAND ended (%s) after the lock was lost\n", a.name, commandEnd(err))
+				return exitLost
+			}
+			return release(a, h, err, stopPinging, &sendMu, ended, stderr)
+		case s := <-sigs:
+			if kill == nil {
+				fmt.Fprintf(stderr, "homelock lock: %s: passing %v to COMMAND; the lock is held until it exits (SIGKILL in %v)\n", a.name, s, a.killAfter)
+			}
+			stopCommand(s)
+		case end := <-ended:
+			lost(end.why)
+		case why := <-ranOut:
+			lost(why)
+		case <-kill:
+			_ = cmd.Process.Kill()
+			kill = nil
+		}
+	}
+}
+
+// release unlocks after COMMAND exited with err and returns the status:
+// COMMAND's, unless the node reports the lock was lost before the unlock.
+func release(a lockArgs, h *held, err error, stopPinging func(), sendMu *sync.Mutex, ended <-chan streamEnd, stderr io.Writer) int {
+	stopPinging()
+	sendMu.Lock()
+	_ = h.stream.CloseSend()
+	sendMu.Unlock()
 	select {
-	case waitErr = <-exited:
-	case <-time.After(*killAfter):
-		_ = cmd.Process.Kill()
-		waitErr = <-exited
+	case end := <-ended:
+		if !end.released {
+			fmt.Fprintf(stderr, "homelock lock: %s: COMMAND ended (%s), but the lock had ended first (%s)\n", a.name, commandEnd(err), end.why)
+			return exitLost
+		}
+	case <-time.After(5 * time.Second):
+		// COMMAND is done; the node will unlock when the stream ends.
 	}
-	if waitErr == nil {
-		// The command finished as the lease ran out: its work may not
-		// have counted. Say so in the status.
-		return 1
+	return exitCode(err)
+}
+
+// commandEnd says how COMMAND ended, for a message.
+func commandEnd(err error) string {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.String()
 	}
-	return exitCode(waitErr)
+	if err != nil {
+		return err.Error()
+	}
+	return "exit status 0"
 }
 
 // watchLease reports on ranOut once the lease's deadline passes on this
@@ -236,25 +499,9 @@ func describe(err error, ev *clientapi.LockEvent) string {
 		}
 		return err.Error()
 	case ev.GetKind() == clientapi.LockEvent_KIND_LOST:
-		return "lost: " + ev.GetDetail()
+		return "the node reports it lost: " + ev.GetDetail()
 	}
 	return ev.GetKind().String()
-}
-
-// exitCode is the command's exit status as a shell reports it: its code, or
-// 128 + the signal that killed it.
-func exitCode(err error) int {
-	if err == nil {
-		return 0
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal())
-		}
-		return ee.ExitCode()
-	}
-	return 1
 }
 
 type syncWriter struct {

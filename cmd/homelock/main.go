@@ -10,12 +10,14 @@ const usage = `homelock: cluster-wide locks with fencing tokens.
 
 Usage:
   homelock node --id ID --data-dir DIR [--bootstrap --initial IDS | --join ADDRS] [flags]
-  homelock lock NAME [--node ADDR] [--lease D] [--wait D] -- COMMAND [ARGS...]
+  homelock lock [--node ADDR] [--lease D] [--wait D] [--try] NAME -- COMMAND [ARGS...]
   homelock status [--node ADDR] [--json]
   homelock sim [--seeds N | --seed S] [--nodes K] [--trace] [--json]
-  homelock harness ...   (the measurement gate; not built yet, see README)
+  homelock harness [flags]
+  homelock version
 
 Run "homelock <command> --help" for a command's flags.
+
 `
 
 func main() {
@@ -24,8 +26,8 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 2
+		fmt.Fprint(stderr, usage+exitCodesHelp)
+		return exitUsage
 	}
 	switch args[0] {
 	case "node":
@@ -38,10 +40,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runSim(args[1:], stdout, stderr)
 	case "harness":
 		return runHarness(args[1:], stdout, stderr)
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, usage)
+	case "version", "--version", "-version":
+		return runVersion(args[1:], stdout, stderr)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage+exitCodesHelp)
 		return 0
 	}
 	fmt.Fprintf(stderr, "homelock: unknown command %q\n\n%s", args[0], usage)
-	return 2
+	return exitUsage
 }

@@ -73,8 +73,8 @@ Flags:
 	maxLease := fs.Duration("max-lease", d.MaxLease, "longest delegation lease")
 	downAfter := fs.Duration("down-after", d.DownAfter, "how long a member may be down before it is removed")
 	verbose := fs.Bool("v", false, "log at debug level")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "homelock node: unexpected arguments %q\n", fs.Args())

@@ -37,8 +37,8 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	trace := fs.Bool("trace", false, "print every event of the run (with --seed)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "seeds run in parallel")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if *nodes != 0 && (*nodes < 3 || *nodes > 5) {
 		fmt.Fprintf(stderr, "homelock sim: --nodes must be 3 to 5, got %d\n", *nodes)

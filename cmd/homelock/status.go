@@ -10,9 +10,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/homelock/homelock/clientapi"
 )
 
@@ -26,13 +23,17 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	node := fs.String("node", defaultAPIAddr, "client API address of a homelock node")
 	asJSON := fs.Bool("json", false, "print JSON instead of tables")
 	timeout := fs.Duration("timeout", 5*time.Second, "give up after this long")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
-	conn, err := grpc.NewClient(*node, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "homelock status: unexpected arguments %q\n", fs.Args())
+		return exitUsage
+	}
+	conn, err := dialNode(*node)
 	if err != nil {
-		fmt.Fprintf(stderr, "homelock status: %v\n", err)
-		return 1
+		fmt.Fprintf(stderr, "homelock status: --node %q: %v\n", *node, err)
+		return exitUsage
 	}
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)

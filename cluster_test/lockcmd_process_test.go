@@ -1,0 +1,195 @@
+package clustertest
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The exit statuses `homelock lock` documents (cmd/homelock/exitcode.go).
+const (
+	lockExitNoNode   = 121
+	lockExitNoLocks  = 122
+	lockExitTimedOut = 123
+)
+
+// waitSlack bounds how far past --wait a lock command may end: the node's
+// RetryInterval (100ms by default) and the lock command's answer margin
+// (two of them), plus starting a process on a loaded machine.
+const waitSlack = 1200 * time.Millisecond
+
+// Three `homelock node` processes. `homelock lock` never leaves its
+// command running without the lock: a signal to it goes to the command,
+// and the next locker (through another node) starts only after the command
+// exited. --wait holds against a SIGSTOPped node, a silent home and a port
+// that accepts and never answers.
+func TestProcessesLockCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the homelock command (-short)")
+	}
+	dir := t.TempDir()
+	bin := buildHomelock(t, dir)
+	procs := startProcessCluster(t, bin, dir, "lockcmd")
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
+		t.Run("signal/"+sig.String(), func(t *testing.T) { signalledHolder(t, bin, dir, procs, sig) })
+	}
+	t.Run("wait/mute-port", func(t *testing.T) { muteNode(t, bin) })
+	t.Run("wait/stopped-node", func(t *testing.T) { stoppedNode(t, bin, procs) })
+}
+
+// signalledHolder: `homelock lock` holds a key (homed at n2) through n1;
+// its command traps sig, takes 200ms to finish and exits 3. The lock
+// command gets sig, and a locker through n3 starts at once: its critical
+// section must begin after the command finished, and the first lock
+// command exits with the command's status.
+func signalledHolder(t *testing.T, bin, dir string, procs []*hlProc, sig syscall.Signal) {
+	name := map[syscall.Signal]string{syscall.SIGTERM: "TERM", syscall.SIGINT: "INT", syscall.SIGHUP: "HUP"}[sig]
+	key := keyHomedAt("n2", "signalled-"+strings.ToLower(name))
+	started, finished := filepath.Join(dir, key+"-started"), filepath.Join(dir, key+"-finished")
+	// Bounded (5 s) even if it never gets the signal, as on a lock command
+	// that does not pass it on.
+	script := fmt.Sprintf(`trap 'sleep 0.2; touch %q; exit 3' %s; touch %q; i=0; while [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done; touch %q`,
+		finished, name, started, finished)
+	first := exec.Command(bin, "lock", key, "--node", procs[0].api, "--", "sh", "-c", script)
+	var firstOut strings.Builder
+	var mu sync.Mutex
+	first.Stdout, first.Stderr = lockedWriter{&mu, &firstOut}, lockedWriter{&mu, &firstOut}
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- first.Wait() }()
+	t.Cleanup(func() { _ = first.Process.Kill() })
+	waitFor(t, 30*time.Second, "the command to run under the lock", func() bool {
+		_, err := os.Stat(started)
+		return err == nil
+	})
+	if err := first.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	signalled := time.Now()
+	out, err := exec.Command(bin, "lock", key, "--node", procs[2].api, "--wait", "20s", "--",
+		"sh", "-c", fmt.Sprintf("if [ -e %q ]; then echo after; else echo OVERLAP; fi", finished)).CombinedOutput()
+	took := time.Since(signalled)
+	if err != nil {
+		t.Fatalf("%v: the second lock of %s: %v\n%s", sig, key, err, out)
+	}
+	var code int
+	select {
+	case <-exited:
+		code = first.ProcessState.ExitCode()
+		if ws, ok := first.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			code = 128 + int(ws.Signal())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%v: the first lock command never exited", sig)
+	}
+	mu.Lock()
+	firstSaid := firstOut.String()
+	mu.Unlock()
+	if got := strings.TrimSpace(string(out)); got != "after" {
+		t.Fatalf("%v to the lock command: the next critical section on %s began while its command still ran (%q; first exited %d)\nfirst: %s",
+			sig, key, got, code, firstSaid)
+	}
+	if code != 3 {
+		t.Fatalf("%v: the first lock command exited %d, want its command's 3\n%s", sig, code, firstSaid)
+	}
+	t.Logf("%v to the lock command: its command finished and exited 3 under the lock; the next locker through n3 got %s %v after the signal",
+		sig, key, took.Round(time.Millisecond))
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *strings.Builder
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+// lockWithin runs `homelock lock KEY --node API --wait WAIT -- echo ran`
+// (from any goroutine) and fails the test unless it ended within WAIT + waitSlack with one of
+// the exit statuses in want, without running its command.
+func lockWithin(t *testing.T, bin, what, key, api string, wait time.Duration, want ...int) {
+	t.Helper()
+	start := time.Now()
+	out, err := exec.Command(bin, "lock", key, "--node", api, "--wait", wait.String(), "--", "echo", "ran").CombinedOutput()
+	took := time.Since(start)
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Errorf("%s: %v", what, err)
+		return
+	}
+	if took > wait+waitSlack {
+		t.Errorf("%s: --wait %v returned after %v (exit %d)\n%s", what, wait, took.Round(time.Millisecond), code, out)
+	}
+	ok := false
+	for _, w := range want {
+		ok = ok || code == w
+	}
+	if !ok || strings.Contains(string(out), "ran") {
+		t.Errorf("%s: exit %d, want one of %v, command not run\n%s", what, code, want, out)
+	}
+	t.Logf("%s: --wait %v returned in %v, exit %d: %s", what, wait, took.Round(time.Millisecond), code, strings.TrimSpace(string(out)))
+}
+
+// muteNode: a port that accepts connections and never answers.
+func muteNode(t *testing.T, bin string) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	defer func() {
+		_ = l.Close()
+		<-done
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	lockWithin(t, bin, "a port that accepts and never answers", "mute", l.Addr().String(), 2*time.Second, lockExitNoNode)
+}
+
+// stoppedNode: n2 is SIGSTOPped. A locker through n2 (frozen: its kernel
+// still accepts) and one through n1 for a key homed at n2 (a silent home)
+// both give up within their --wait.
+func stoppedNode(t *testing.T, bin string, procs []*hlProc) {
+	key := keyHomedAt("n2", "stopped")
+	n2 := procs[1].cmd.Process
+	if err := n2.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = n2.Signal(syscall.SIGCONT) }()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		lockWithin(t, bin, "through a SIGSTOPped node", key, procs[1].api, 2*time.Second, lockExitNoNode)
+	})
+	wg.Go(func() {
+		lockWithin(t, bin, "through n1, home n2 SIGSTOPped", key, procs[0].api, 2*time.Second, lockExitNoLocks, lockExitTimedOut)
+	})
+	wg.Wait()
+}
