@@ -12,8 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/homelock/homelock/clientapi"
@@ -35,11 +33,14 @@ own clock, so a node that goes silent (paused, cut off) cannot leave COMMAND
 running past it. Exits with COMMAND's status; 1 if the lock could not be
 taken or was lost (2 for usage errors).
 
+`+apiClientHelp+`
 Flags:
 `)
 		fs.PrintDefaults()
 	}
-	node := fs.String("node", defaultAPIAddr, "client API address of a homelock node")
+	var api apiClientFlags
+	api.register(fs)
+	node := &api.node
 	leaseFlag := fs.Duration("lease", 0, "bound the critical section (0: renewed while the command runs)")
 	wait := fs.Duration("wait", 0, "give up after waiting this long (0: the node's default)")
 	try := fs.Bool("try", false, "fail at once if the lock is held")
@@ -63,14 +64,16 @@ Flags:
 		return 2
 	}
 
-	conn, err := grpc.NewClient(*node, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
+	conn, err := api.dial(dctx)
+	dcancel()
 	if err != nil {
 		fmt.Fprintf(stderr, "homelock lock: %v\n", err)
 		return 1
 	}
 	defer conn.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	stream, err := clientapi.NewClientClient(conn).Lock(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "homelock lock: %s: %v\n", *node, err)
