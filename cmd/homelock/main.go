@@ -13,7 +13,7 @@ Usage:
   homelock lock NAME [--node ADDR] [--lease D] [--wait D] -- COMMAND [ARGS...]
   homelock status [--node ADDR] [--json]
   homelock sim [--seeds N | --seed S] [--nodes K] [--trace] [--json]
-  homelock harness ...   (the measurement gate; not built yet, see README)
+  homelock harness [--duration D] [--out DIR] ...   (the measurement gate: a local 3-node cluster)
 
 Run "homelock <command> --help" for a command's flags.
 `
