@@ -157,7 +157,9 @@ type Config struct {
 	// run off the driver's lock and must not lock the key being drained.
 	WaitFresh func(ctx context.Context, key string, barrier []byte) error
 
-	// Logger receives the node's log; nil discards it.
+	// Logger receives the node's log; nil discards it. Every line carries
+	// node=NodeID and one component (homelock, localstore, transport,
+	// memberlist): give a Logger without those keys.
 	Logger *slog.Logger
 
 	// Clock is the lease clock; nil is BootClock (CLOCK_BOOTTIME, which keeps
@@ -316,4 +318,15 @@ func (c *Config) protocolVersion() uint32 {
 		return c.version
 	}
 	return ProtocolVersion
+}
+
+// logger is Logger (or a discarding one) for one component of the node: the
+// only place the node and component keys are added, so that each appears
+// once per line.
+func (c *Config) logger(component string) *slog.Logger {
+	l := c.Logger
+	if l == nil {
+		l = slog.New(slog.DiscardHandler)
+	}
+	return l.With("component", component, "node", c.NodeID)
 }

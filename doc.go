@@ -21,8 +21,8 @@
 // the writes), and the next holder gets a larger token
 // (epoch, home incarnation, counter). The protocol lives in the pure state
 // machines epoch, home and delegation, composed by internal/core; this
-// package only drives them (see /work/shared/DESIGN.md and
-// internal/core/doc.go).
+// package only drives them (docs/design.md in the repository describes the
+// protocol as built; internal/core/doc.go the composition).
 //
 // # The driver
 //
@@ -40,7 +40,8 @@
 //
 // Leases are measured on Config.Clock, by default CLOCK_BOOTTIME, which keeps
 // counting while the machine is suspended; if wall time ever outruns it by
-// more than Skew the node drops the delegations it holds (H9).
+// more than Skew the node drops the delegations it holds (hazard H9 in
+// docs/design.md).
 //
 // # Lifecycle
 //

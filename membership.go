@@ -194,7 +194,7 @@ func (n *Node) detectDown(now time.Time) {
 			continue
 		}
 		n.member.proposed[k] = l.Epoch.Number
-		n.log.Info("member down; proposing an epoch without it", "member", m.ID, "store", m.Store, "down", now.Sub(since), "epoch", l.Epoch.Number)
+		n.log.Info("member down; proposing an epoch without it", "member", m.ID, "store", msg.FormatStore(m.Store), "down", now.Sub(since), "epoch", l.Epoch.Number)
 		n.apply(now, n.core.ProposeRemove(now, m))
 	}
 }

@@ -7,10 +7,12 @@ import (
 // Collector exports a Node's Stats as Prometheus metrics, read at scrape
 // time (no globals: register it with the registry of your choice).
 type Collector struct {
-	n      *Node
-	gauges []metric
-	counts []metric
-	byKind *prometheus.Desc
+	n         *Node
+	gauges    []metric
+	counts    []metric
+	status    []statusMetric
+	kindMsgs  *prometheus.Desc
+	kindBytes *prometheus.Desc
 }
 
 type metric struct {
@@ -18,8 +20,14 @@ type metric struct {
 	get  func(*Stats) float64
 }
 
+type statusMetric struct {
+	desc *prometheus.Desc
+	get  func(*Status) float64
+}
+
 // NewCollector returns a Collector over n; every metric carries the node ID
-// as a constant label.
+// as a constant label. The repository's docs/metrics.md lists them with
+// their types and units.
 func NewCollector(n *Node) *Collector {
 	labels := prometheus.Labels{"node": n.cfg.NodeID}
 	d := func(name, help string, vars ...string) *prometheus.Desc {
@@ -45,9 +53,25 @@ func NewCollector(n *Node) *Collector {
 		{d("refused_total", "Requests refused as a home."), func(s *Stats) float64 { return float64(s.Refused) }},
 		{d("fenced_writes_total", "Writes the embedding store refused by the fence."), func(s *Stats) float64 { return float64(s.FencedWrites) }},
 		{d("clock_jumps_total", "Wall-clock jumps that dropped held delegations."), func(s *Stats) float64 { return float64(s.ClockJumps) }},
+		{d("unused_grants_total", "Grants given back unused (late, recalled or withdrawn)."), func(s *Stats) float64 { return float64(s.Unused) }},
 		{d("dropped_messages_total", "Messages dropped on full peer queues."), func(s *Stats) float64 { return float64(s.Dropped) }},
+		{d("lost_streams_total", "Peer streams that failed."), func(s *Stats) float64 { return float64(s.Lost) }},
 	}
-	c.byKind = d("messages_total", "Protocol messages and bytes by kind and direction.", "kind", "direction", "unit")
+	c.status = []statusMetric{
+		{d("epoch", "The learned membership epoch (0: none agreed yet)."), func(s *Status) float64 { return float64(s.Epoch) }},
+		{d("epoch_liveness_seconds", "Epoch liveness this node holds: how long it may still grant without a renewal round."),
+			func(s *Status) float64 { return s.LiveFor.Seconds() }},
+		{d("epoch_members", "Members of the learned epoch."), func(s *Status) float64 { return float64(len(s.Members)) }},
+		{d("available", "1 if cluster locks can be had through this node (a member, one protocol version, liveness), else 0."),
+			func(s *Status) float64 {
+				if s.Available {
+					return 1
+				}
+				return 0
+			}},
+	}
+	c.kindMsgs = d("messages_total", "Protocol messages by kind and direction.", "kind", "direction")
+	c.kindBytes = d("message_bytes_total", "Encoded bytes of protocol messages by kind and direction.", "kind", "direction")
 	return c
 }
 
@@ -59,7 +83,11 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range c.counts {
 		ch <- m.desc
 	}
-	ch <- c.byKind
+	for _, m := range c.status {
+		ch <- m.desc
+	}
+	ch <- c.kindMsgs
+	ch <- c.kindBytes
 }
 
 // Collect implements prometheus.Collector.
@@ -71,16 +99,15 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, m := range c.counts {
 		ch <- prometheus.MustNewConstMetric(m.desc, prometheus.CounterValue, m.get(&s))
 	}
+	st := c.n.Status()
+	for _, m := range c.status {
+		ch <- prometheus.MustNewConstMetric(m.desc, prometheus.GaugeValue, m.get(&st))
+	}
 	for kind, k := range s.ByKind {
-		for _, v := range []struct {
-			dir, unit string
-			n         uint64
-		}{
-			{"sent", "messages", k.Sent.Msgs}, {"sent", "bytes", k.Sent.Bytes},
-			{"received", "messages", k.Received.Msgs}, {"received", "bytes", k.Received.Bytes},
-		} {
-			ch <- prometheus.MustNewConstMetric(c.byKind, prometheus.CounterValue, float64(v.n), kind, v.dir, v.unit)
-		}
+		ch <- prometheus.MustNewConstMetric(c.kindMsgs, prometheus.CounterValue, float64(k.Sent.Msgs), kind, "sent")
+		ch <- prometheus.MustNewConstMetric(c.kindBytes, prometheus.CounterValue, float64(k.Sent.Bytes), kind, "sent")
+		ch <- prometheus.MustNewConstMetric(c.kindMsgs, prometheus.CounterValue, float64(k.Received.Msgs), kind, "received")
+		ch <- prometheus.MustNewConstMetric(c.kindBytes, prometheus.CounterValue, float64(k.Received.Bytes), kind, "received")
 	}
 }
 

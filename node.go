@@ -102,7 +102,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n := &Node{
 		cfg:     cfg,
-		log:     cfg.Logger,
+		log:     cfg.logger("homelock"),
 		clock:   cfg.Clock,
 		ring:    cfg.KeyRing,
 		waiters: make(map[uint64]*waiter),
@@ -113,9 +113,6 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.local.m = make(map[string]*localLock)
 	n.member.init()
-	if n.log == nil {
-		n.log = slog.New(slog.DiscardHandler)
-	}
 	if n.clock == nil {
 		n.clock = NewBootClock()
 	}
@@ -135,7 +132,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	}()
 
 	st, err := localstore.Open(cfg.DataDir, localstore.Options{
-		FS: cfg.FS, NodeID: msg.NodeID(cfg.NodeID), ClusterID: cfg.ClusterID, Logger: n.log.With("component", "store"),
+		FS: cfg.FS, NodeID: msg.NodeID(cfg.NodeID), ClusterID: cfg.ClusterID, Logger: cfg.logger("localstore"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("homelock: open store: %w", err)
@@ -178,7 +175,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	n.noteEpoch()
 	n.apply(now, n.core.Tick(now))
 	n.mu.Unlock()
-	n.log.Info("homelock node started", "node", cfg.NodeID, "store", n.self.Store, "incarnation", n.inc,
+	n.log.Info("homelock node started", "store", msg.FormatStore(n.self.Store), "incarnation", n.inc,
 		"grpc", n.self.Addr, "gossip", n.ml.Addr(), "epoch", learnedNumber(es.Learned))
 
 	n.wg.Add(1)
@@ -278,7 +275,7 @@ func (n *Node) startTransport() error {
 		return nil
 	}
 	g, err := transport.NewGRPC(transport.Config{
-		NodeID: n.self.ID, ListenAddr: n.cfg.GRPCAddr, TLS: n.cfg.TLS, Logger: n.log.With("component", "transport"),
+		NodeID: n.self.ID, ListenAddr: n.cfg.GRPCAddr, TLS: n.cfg.TLS, Logger: n.cfg.logger("transport"),
 	}, n.receive)
 	if err != nil {
 		return fmt.Errorf("homelock: start gRPC transport on %s: %w", n.cfg.GRPCAddr, err)
@@ -301,7 +298,7 @@ func (n *Node) startMembership() error {
 		BindPort:  port,
 		SecretKey: n.cfg.GossipKey,
 		Timings:   n.cfg.GossipTimings,
-		Logger:    n.log.With("component", "memberlist"),
+		Logger:    n.cfg.logger("memberlist"),
 	}
 	if n.cfg.GossipAdvertise != "" {
 		if mc.AdvertiseAddr, mc.AdvertisePort, err = splitPort(n.cfg.GossipAdvertise); err != nil {

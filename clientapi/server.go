@@ -13,12 +13,6 @@ import (
 	"github.com/homelock/homelock"
 )
 
-// Report is what Status returns, as JSON.
-type Report struct {
-	Status homelock.Status `json:"status"`
-	Stats  homelock.Stats  `json:"stats"`
-}
-
 // Server serves the client API over one node.
 type Server struct {
 	UnimplementedClientServer
@@ -109,7 +103,7 @@ func (s *Server) Lock(stream Client_LockServer) error {
 
 // Status implements ClientServer.
 func (s *Server) Status(ctx context.Context, _ *StatusRequest) (*StatusResponse, error) {
-	b, err := json.Marshal(Report{Status: s.node.Status(), Stats: s.node.Stats()})
+	b, err := json.Marshal(NewReport(s.node.Status(), s.node.Stats()))
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}

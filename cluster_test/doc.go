@@ -8,7 +8,7 @@
 // hash. Each node has a disk that keeps only what a Ready asked to sync, so a
 // crash loses exactly the volatile state.
 //
-// Checked at every step, by name (DESIGN.md "Invariants"):
+// Checked at every step, by name (docs/design.md, "Invariants"):
 //
 //   - I1 exclusion: no critical section is admitted on a key while another
 //     one's lease is still valid on its holder's clock (in true time);

@@ -55,6 +55,9 @@ type KV struct {
 	lastTS  uint64
 	changed chan struct{} // closed and replaced when a version advances
 	closed  bool
+	// writes counts the writes in flight to db, each registered under mu
+	// while !closed, so that Close waits them out before closing db.
+	writes sync.WaitGroup
 
 	rejected       atomic.Uint64 // local writes refused (invalid handle or fence)
 	replicaApplied atomic.Uint64 // replicated writes applied here
@@ -324,6 +327,8 @@ func (kv *KV) put(ctx context.Context, h *homelock.Handle, key string, value []b
 		kv.mu.Unlock()
 		return Version{}, ErrKVClosed
 	}
+	kv.writes.Add(1)
+	defer kv.writes.Done()
 	kv.lastTS++
 	ver := Version{Token: tok, TS: kv.lastTS}
 	kv.mu.Unlock()
@@ -378,6 +383,14 @@ func (kv *KV) apply(ctx context.Context, k *kvKey, w replWrite) error {
 // applyRemote is the replica side: apply w only if it is newer than what
 // this replica holds (token first), through this replica's Guard.
 func (kv *KV) applyRemote(w replWrite) {
+	kv.mu.Lock()
+	if kv.closed { // dropped, as by a crashed replica
+		kv.mu.Unlock()
+		return
+	}
+	kv.writes.Add(1)
+	defer kv.writes.Done()
+	kv.mu.Unlock()
 	k := kv.keyState(w.key)
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -462,17 +475,7 @@ func (kv *KV) Close() error {
 	if kv.net != nil {
 		kv.net.detach(kv)
 	}
-	// Writes in flight hold their key's mu; take each once so none is left.
-	kv.mu.Lock()
-	ks := make([]*kvKey, 0, len(kv.keys))
-	for _, k := range kv.keys {
-		ks = append(ks, k)
-	}
-	kv.mu.Unlock()
-	for _, k := range ks {
-		k.mu.Lock()
-		k.mu.Unlock() //nolint:staticcheck // an empty critical section waits out the writer
-	}
+	kv.writes.Wait()
 	return kv.db.Close()
 }
 

@@ -23,6 +23,9 @@
 //
 // # Invariants
 //
+// Hn names a hazard schedule, the reason for a rule: docs/design.md lists
+// H1–H22 with the rule for each.
+//
 //   - L1 holder first: a lease is anchored at the send of the attempt its reply
 //     echoes (never at receipt) and shortened by the drift bound, while the
 //     home anchors at its grant and lengthens by Skew, so the holder's lease

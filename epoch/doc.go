@@ -33,7 +33,7 @@
 // Every promise and acceptance change is in Output.Acceptor, every learned
 // epoch (with its certificate) in Output.Learned, in the same Output as the
 // messages that depend on them. The driver must sync both before sending any
-// of Output.Msgs (seed 003: an acceptor that forgot an acceptance lets two
+// of Output.Msgs (an acceptor that forgot an acceptance lets two
 // epochs live at once). The machine acts on an epoch (renewals, answers,
 // proposals, Current) only from the step that returned it in Output.Learned
 // (H10). New restores from exactly what was synced; liveness is volatile and
@@ -41,6 +41,9 @@
 // with the zero learnedAt: the driver treats it as learned at start.
 //
 // # Invariants
+//
+// Hn names a hazard schedule, the reason for a rule: docs/design.md lists
+// H1–H22 with the rule for each.
 //
 //   - E1 epochs never fork: no two different epochs are learned for one
 //     number anywhere, and a node's learned number only grows. Epoch n+1 is

@@ -148,9 +148,6 @@ func and(ps ...func(msg.Envelope) bool) func(msg.Envelope) bool {
 		return true
 	}
 }
-func not(p func(msg.Envelope) bool) func(msg.Envelope) bool {
-	return func(e msg.Envelope) bool { return !p(e) }
-}
 
 // startedCluster bootstraps ids and delivers everything: all learn epoch 1.
 func startedCluster(ids ...string) (*cluster, []msg.Member) {

@@ -1,6 +1,6 @@
 // Package fence is homelock's resource side: fencing tokens, the signed grant
 // that carries one to a resource, and the Guard that a protected resource uses
-// as its sole acceptance point (seed 000, applyFencedMutation).
+// as its sole acceptance point.
 //
 // It owns:
 //
@@ -46,7 +46,7 @@
 // doing anything else; a long job writes segments 1, 2, 3... under one grant.
 //
 // Every new operation ID costs a lookup of a key that is not there (the
-// operation index, F7). Configure Bloom filters on every level of the Pebble
+// operation index behind F7, below). Configure Bloom filters on every level of the Pebble
 // the Guard shares (UseBloomFilters does it), or that lookup reads a block of
 // every sstable. The Guard remembers grants it
 // verified, by their exact bytes and key ring generation, so segments under

@@ -478,25 +478,25 @@ func (s *schedule) attack() {
 }
 
 // expect is the reference model: the outcome the rules give, as the sentinel
-// error or, for nil, the receipt (new or replayed).
-func (s *schedule) expect(x *msg) (error, Receipt, bool) {
+// error or, for nil, the receipt and whether it is a replay.
+func (s *schedule) expect(x *msg) (Receipt, bool, error) {
 	gr, m := &x.grant, &x.m
 	switch {
 	case x.macBroken || s.retired[x.keyID]:
-		return ErrBadGrant, Receipt{}, false
+		return Receipt{}, false, ErrBadGrant
 	case s.revoked[gr.IssuerEpoch]:
-		return ErrRevoked, Receipt{}, false
+		return Receipt{}, false, ErrRevoked
 	case gr.Resource != m.Resource || gr.Owner != m.Owner:
-		return ErrBadGrant, Receipt{}, false
+		return Receipt{}, false, ErrBadGrant
 	case gr.Scope == ScopeNode && s.domain != "":
-		return ErrForeignDomain, Receipt{}, false
+		return Receipt{}, false, ErrForeignDomain
 	}
 	mr := s.model[m.Resource]
 	if !mr.bound && s.domain != "" && gr.Domain != s.domain {
-		return ErrForeignDomain, Receipt{}, false
+		return Receipt{}, false, ErrForeignDomain
 	}
 	if mr.bound && (gr.Domain != mr.domain || gr.Scope != mr.scope) {
-		return ErrForeignDomain, Receipt{}, false
+		return Receipt{}, false, ErrForeignDomain
 	}
 	root := gr.Root()
 	c := gr.Token.Compare(mr.highest)
@@ -504,34 +504,34 @@ func (s *schedule) expect(x *msg) (error, Receipt, bool) {
 	case c < 0:
 		for _, rc := range mr.byTok[gr.Token] {
 			if rc.Root != root {
-				return ErrFenceRegression, Receipt{}, false
+				return Receipt{}, false, ErrFenceRegression
 			}
 		}
-		return ErrStaleOwner, Receipt{}, false
+		return Receipt{}, false, ErrStaleOwner
 	case c == 0:
 		if root != mr.root {
-			return ErrFenceRegression, Receipt{}, false
+			return Receipt{}, false, ErrFenceRegression
 		}
 		if m.Segment <= mr.lastSeg {
 			rc := mr.byTok[gr.Token][m.Segment]
 			if rc.OpID == m.OpID && rc.PayloadDigest == digestOf(m.Payload) {
-				return nil, rc, true
+				return rc, true, nil
 			}
-			return ErrQuarantined, Receipt{}, false
+			return Receipt{}, false, ErrQuarantined
 		}
 		if m.Segment != mr.lastSeg+1 {
-			return ErrSegmentOrder, Receipt{}, false
+			return Receipt{}, false, ErrSegmentOrder
 		}
 	default:
 		if m.Segment != 1 {
-			return ErrSegmentOrder, Receipt{}, false
+			return Receipt{}, false, ErrSegmentOrder
 		}
 	}
 	if _, ok := mr.ops[m.OpID]; ok {
-		return ErrDuplicateOp, Receipt{}, false
+		return Receipt{}, false, ErrDuplicateOp
 	}
-	return nil, Receipt{Resource: m.Resource, OpID: m.OpID, Token: gr.Token, Segment: m.Segment, Root: root,
-		PayloadDigest: digestOf(m.Payload), Seq: mr.accepted + 1}, false
+	return Receipt{Resource: m.Resource, OpID: m.OpID, Token: gr.Token, Segment: m.Segment, Root: root,
+		PayloadDigest: digestOf(m.Payload), Seq: mr.accepted + 1}, false, nil
 }
 
 func (s *schedule) modelAccept(x *msg, rc Receipt) {
@@ -576,7 +576,7 @@ func (s *schedule) deliver(i int, duplicate bool) {
 	}
 	before := s.dumpState()
 	quarBefore := s.g.quarCount.Load()
-	want, wantRC, replay := s.expect(x)
+	wantRC, replay, want := s.expect(x)
 	staged := false
 	rc, err := s.g.Apply(context.Background(), x.m, func(b *pebble.Batch) error {
 		staged = true

@@ -20,6 +20,9 @@
 //
 // # Invariants
 //
+// Hn names a hazard schedule, the reason for a rule: docs/design.md lists
+// H1–H22 with the rule for each.
+//
 //   - D1 at most one live delegation per key; a home never forgets one before
 //     its expiry (caps refuse new requests, nothing is evicted).
 //   - D2 tokens a home grants for a key only grow: the counter only grows

@@ -6,6 +6,9 @@
 //
 // # What is stored, and why each write is synced
 //
+// Hn names a hazard schedule, the reason for a rule: docs/design.md lists
+// H1–H22 with the rule for each.
+//
 //   - Identity (node ID, random store ID, cluster ID), written once when the
 //     store is created. Members are (node ID, store ID) pairs, so a wiped
 //     directory under a reused node ID is a new member that promised nothing
@@ -15,12 +18,12 @@
 //     crash would let a restarted home re-issue a token.
 //   - Acceptor records (promise, acceptance), one per agreement instance.
 //     An acceptor that forgot a promise or an acceptance after a crash could
-//     let two epochs live at once (seed 003).
+//     let two epochs live at once.
 //   - The learned epoch with its certificate. A node acts on an epoch only
 //     after this is synced (H10).
 //   - Gate-passed markers, one per epoch number: condition (i) of a restart
 //     without the full gate, and what lets a restarted old home vouch with
-//     Drained (DESIGN "Restart", H19).
+//     Drained ("Restarts and reclaim" in docs/design.md; hazard H19).
 //
 // Every write is a single Pebble batch committed with pebble.Sync, and the
 // method returns only after the sync. The driver writes what a protocol step

@@ -4,6 +4,8 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
+
+	"github.com/homelock/homelock/msg"
 )
 
 // create writes a new identity, synced, into a database Open just created.
@@ -20,7 +22,7 @@ func (s *Store) create(opts Options) error {
 	if err := s.write(b); err != nil {
 		return err
 	}
-	s.log.Info("created store", "node", s.id.NodeID, "store", s.id.StoreID, "cluster", s.id.ClusterID)
+	s.log.Info("created store", "store", msg.FormatStore(s.id.StoreID), "cluster", s.id.ClusterID)
 	return nil
 }
 
@@ -53,18 +55,18 @@ func (s *Store) reopen(opts Options) error {
 	}
 	id := *c.identity
 	if id.NodeID != opts.NodeID {
-		return fmt.Errorf("%w: %q holds node %q (store %d, cluster %q), opened as node %q",
-			ErrWrongNode, s.dir, id.NodeID, id.StoreID, id.ClusterID, opts.NodeID)
+		return fmt.Errorf("%w: %q holds node %q (store %s, cluster %q), opened as node %q",
+			ErrWrongNode, s.dir, id.NodeID, msg.FormatStore(id.StoreID), id.ClusterID, opts.NodeID)
 	}
 	if id.ClusterID != opts.ClusterID {
-		return fmt.Errorf("%w: %q holds cluster %q (node %q, store %d), opened for cluster %q",
-			ErrWrongCluster, s.dir, id.ClusterID, id.NodeID, id.StoreID, opts.ClusterID)
+		return fmt.Errorf("%w: %q holds cluster %q (node %q, store %s), opened for cluster %q",
+			ErrWrongCluster, s.dir, id.ClusterID, id.NodeID, msg.FormatStore(id.StoreID), opts.ClusterID)
 	}
 	s.id = id
 	if c.learned != nil {
 		s.learned = learnedMark{ok: true, number: c.learned.Epoch.Number, digest: c.learned.Epoch.Digest()}
 	}
-	s.log.Info("opened store", "node", id.NodeID, "store", id.StoreID, "cluster", id.ClusterID,
+	s.log.Info("opened store", "store", msg.FormatStore(id.StoreID), "cluster", id.ClusterID,
 		"incarnation", c.incarnation, "learned", s.learned.number, "acceptor_records", len(c.acceptor))
 	return nil
 }

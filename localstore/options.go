@@ -21,7 +21,9 @@ type Options struct {
 	// cluster refuses to open for another (S2): its promises were made to
 	// other acceptors' proposers.
 	ClusterID string
-	// Logger receives the store's and Pebble's log lines; nil discards them.
+	// Logger receives the store's and Pebble's log lines (Pebble's routine
+	// ones at debug level, marked subsystem=pebble); nil discards them. It
+	// is used as given: the caller names the component and node.
 	Logger *slog.Logger
 }
 

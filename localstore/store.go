@@ -61,7 +61,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	log = log.With("component", "localstore", "dir", dir)
+	log = log.With("dir", dir)
 
 	fresh, err := isEmptyDir(fsys, dir)
 	if err != nil {

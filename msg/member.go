@@ -3,6 +3,7 @@ package msg
 import (
 	"cmp"
 	"encoding/binary"
+	"fmt"
 	"slices"
 
 	"github.com/cespare/xxhash/v2"
@@ -23,6 +24,10 @@ type Member struct {
 	// exactly or not at all; 0 means the member advertises none.
 	Version uint32
 }
+
+// FormatStore is a store ID as logs, errors and status print it: 16 hex
+// digits, so that one ID reads the same wherever it appears.
+func FormatStore(id uint64) string { return fmt.Sprintf("%016x", id) }
 
 // Same reports whether m and o are the same member: same node ID and same store.
 func (m Member) Same(o Member) bool { return m.ID == o.ID && m.Store == o.Store }

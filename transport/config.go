@@ -56,7 +56,8 @@ type Config struct {
 	ReconnectBase time.Duration
 	ReconnectMax  time.Duration
 
-	// Logger receives connection events; nil discards them.
+	// Logger receives connection events; nil discards them. It is used as
+	// given: the caller names the component and node.
 	Logger *slog.Logger
 }
 

@@ -90,7 +90,7 @@ func NewGRPC(cfg Config, h Handler) (*GRPC, error) {
 	g := &GRPC{
 		cfg:      cfg,
 		handler:  h,
-		log:      cfg.Logger.With("node", string(cfg.NodeID)),
+		log:      cfg.Logger,
 		lis:      lis,
 		srv:      grpc.NewServer(srvOpts...),
 		ctx:      ctx,

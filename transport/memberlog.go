@@ -50,7 +50,7 @@ func (w *memberlistLog) Write(p []byte) (int, error) {
 		w.onSuspect(string(line[len(suspectPrefix) : len(line)-len(suspectSuffix)]))
 	}
 	if w.log.Enabled(context.Background(), level) {
-		w.log.Log(context.Background(), level, string(line), "component", "memberlist")
+		w.log.Log(context.Background(), level, string(line))
 	}
 	return len(p), nil
 }

@@ -79,6 +79,7 @@ type MembershipConfig struct {
 	// a goroutine of the Membership; it may call Members. Nil drops events.
 	OnEvent func(MemberEvent)
 	// Logger receives memberlist's log, mapped to slog levels; nil discards.
+	// It is used as given: the caller names the component and node.
 	Logger *slog.Logger
 }
 
@@ -212,7 +213,7 @@ func NewMembership(cfg MembershipConfig) (*Membership, error) {
 	}
 	m := &Membership{
 		cfg:     cfg,
-		log:     cfg.Logger.With("node", string(cfg.Meta.NodeID)),
+		log:     cfg.Logger,
 		local:   cfg.Meta,
 		peers:   make(map[memberKey]*Peer),
 		current: make(map[msg.NodeID]memberKey),
@@ -369,7 +370,7 @@ func (m *Membership) dispatchLoop() {
 
 // emit queues ev; m.mu is held.
 func (m *Membership) emit(ev MemberEvent) {
-	m.log.Debug("transport: membership event", "event", ev.Type.String(), "member", string(ev.Peer.Meta.NodeID), "store", ev.Peer.Meta.StoreID, "replaced", ev.Replaced)
+	m.log.Debug("transport: membership event", "event", ev.Type.String(), "member", string(ev.Peer.Meta.NodeID), "store", msg.FormatStore(ev.Peer.Meta.StoreID), "replaced", ev.Replaced)
 	if m.cfg.OnEvent == nil {
 		return
 	}
@@ -519,6 +520,6 @@ func (d *mlDelegate) NotifyPingComplete(n *memberlist.Node, rtt time.Duration, p
 }
 
 func (d *mlDelegate) NotifyConflict(existing, other *memberlist.Node) {
-	d.m.log.Warn("transport: two nodes claim one node ID", "node", existing.Name,
+	d.m.log.Warn("transport: two nodes claim one node ID", "id", existing.Name,
 		"existing", existing.Address(), "other", other.Address())
 }

@@ -63,12 +63,14 @@ after COMMAND has exited:
 --wait is kept on this process's clock too: a node that does not answer
 (paused, cut off, a port that never speaks) ends it within about --wait.
 
+` + apiClientHelp + `
 Flags:
 `
 
 // lockArgs is a parsed `homelock lock` command line.
 type lockArgs struct {
-	name, node  string
+	api         apiClientFlags
+	name        string
 	lease, wait time.Duration
 	killAfter   time.Duration
 	try         bool
@@ -101,7 +103,7 @@ func parseLockArgs(args []string, out io.Writer) (lockArgs, error) {
 		fs.PrintDefaults()
 		fmt.Fprint(out, "\n"+exitCodesHelp)
 	}
-	fs.StringVar(&a.node, "node", defaultAPIAddr, "client API address of a homelock node")
+	a.api.register(fs)
 	fs.DurationVar(&a.lease, "lease", 0, fmt.Sprintf("bound the critical section to this long, at least %v (0: held while COMMAND runs)", minLease))
 	fs.DurationVar(&a.wait, "wait", defaultWait, "give up if the lock is not held within this long")
 	fs.BoolVar(&a.try, "try", false, "fail at once if the lock is held (waiting only for the home's answer, or up to --wait if given)")
@@ -174,9 +176,9 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 
-	conn, err := dialNode(a.node)
+	conn, err := a.api.client()
 	if err != nil {
-		fmt.Fprintf(stderr, "homelock lock: --node %q: %v\n", a.node, err)
+		fmt.Fprintf(stderr, "homelock lock: %v\n", err)
 		return exitUsage
 	}
 	defer conn.Close()
@@ -241,11 +243,11 @@ func acquire(ctx context.Context, conn *grpc.ClientConn, a lockArgs, sigs <-chan
 		return fail(&lockError{128 + int(got.(syscall.Signal)), fmt.Sprintf("got %v while waiting for the lock; COMMAND did not run", got)})
 	case silent:
 		return fail(&lockError{exitNoNode, fmt.Sprintf("node %s did not answer within --wait %v (+%v): paused, cut off, or not a homelock node",
-			a.node, a.wait, answerMargin)})
+			a.api.node, a.wait, answerMargin)})
 	case err != nil:
 		return fail(refusal(a, err))
 	case ev.GetKind() != clientapi.LockEvent_KIND_ACQUIRED:
-		return fail(&lockError{exitFailed, fmt.Sprintf("node %s answered %s, not ACQUIRED", a.node, describe(nil, ev))})
+		return fail(&lockError{exitFailed, fmt.Sprintf("node %s answered %s, not ACQUIRED", a.api.node, describe(nil, ev))})
 	}
 	return &held{stream: stream, cancel: cancel, token: ev.GetToken(), validFor: time.Duration(ev.GetValidForNanos())}, nil
 }
@@ -277,7 +279,7 @@ func openLock(ctx context.Context, conn *grpc.ClientConn, a lockArgs) (*clientap
 func refusal(a lockArgs, err error) *lockError {
 	s, ok := status.FromError(err)
 	if !ok {
-		return &lockError{exitFailed, fmt.Sprintf("node %s: %v", a.node, err)}
+		return &lockError{exitFailed, fmt.Sprintf("node %s: %v", a.api.node, err)}
 	}
 	switch s.Code() {
 	case codes.DeadlineExceeded:
@@ -286,13 +288,13 @@ func refusal(a lockArgs, err error) *lockError {
 		}
 		return &lockError{exitTimedOut, fmt.Sprintf("not acquired within --wait %v: %s", a.wait, s.Message())}
 	case codes.Unavailable:
-		return &lockError{exitNoNode, fmt.Sprintf("node %s unreachable: %s", a.node, s.Message())}
+		return &lockError{exitNoNode, fmt.Sprintf("node %s unreachable: %s", a.api.node, s.Message())}
 	case codes.FailedPrecondition, codes.ResourceExhausted:
-		return &lockError{exitNoLocks, fmt.Sprintf("unavailable through node %s: %s", a.node, s.Message())}
+		return &lockError{exitNoLocks, fmt.Sprintf("unavailable through node %s: %s", a.api.node, s.Message())}
 	case codes.InvalidArgument:
-		return &lockError{exitUsage, fmt.Sprintf("refused by node %s (--lease %v, --wait %v): %s", a.node, a.lease, a.wait, s.Message())}
+		return &lockError{exitUsage, fmt.Sprintf("refused by node %s (--lease %v, --wait %v): %s", a.api.node, a.lease, a.wait, s.Message())}
 	}
-	return &lockError{exitFailed, fmt.Sprintf("node %s: %s (%s)", a.node, s.Message(), s.Code())}
+	return &lockError{exitFailed, fmt.Sprintf("node %s: %s (%s)", a.api.node, s.Message(), s.Code())}
 }
 
 // streamEnd is what ended a held lock's stream: RELEASED or not.
@@ -344,7 +346,7 @@ func hold(a lockArgs, h *held, sigs <-chan os.Signal, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "homelock lock: %s: lock lost before COMMAND started (%s)\n", a.name, end.why)
 		return exitLost
 	case <-confirm.C:
-		fmt.Fprintf(stderr, "homelock lock: %s: node %s stopped answering before COMMAND started; COMMAND did not run\n", a.name, a.node)
+		fmt.Fprintf(stderr, "homelock lock: %s: node %s stopped answering before COMMAND started; COMMAND did not run\n", a.name, a.api.node)
 		return exitNoNode
 	case s := <-sigs:
 		confirm.Stop()

@@ -81,8 +81,8 @@ func (f *fakeNode) Lock(s clientapi.Client_LockServer) error {
 }
 
 func (f *fakeNode) Status(context.Context, *clientapi.StatusRequest) (*clientapi.StatusResponse, error) {
-	b, _ := json.Marshal(clientapi.Report{Status: homelock.Status{NodeID: "n1", Epoch: 4, Available: true,
-		Members: []homelock.MemberStatus{{ID: "n1", Version: 1, Liveness: "alive", Self: true}}}})
+	b, _ := json.Marshal(clientapi.NewReport(homelock.Status{NodeID: "n1", Epoch: 4, Available: true,
+		Members: []homelock.MemberStatus{{ID: "n1", Version: 1, Liveness: "alive", Self: true}}}, homelock.Stats{}))
 	return &clientapi.StatusResponse{Json: string(b)}, nil
 }
 

@@ -22,7 +22,7 @@ import (
 )
 
 func TestParseLockArgs(t *testing.T) {
-	def := lockArgs{node: defaultAPIAddr, wait: defaultWait, killAfter: defaultKillAfter}
+	def := lockArgs{api: apiClientFlags{node: defaultAPIAddr}, wait: defaultWait, killAfter: defaultKillAfter}
 	with := func(f func(*lockArgs)) lockArgs {
 		a := def
 		a.name, a.command = "k", []string{"cmd", "-x"}
@@ -38,7 +38,7 @@ func TestParseLockArgs(t *testing.T) {
 		{args: []string{"k", "--wait", "2s", "--", "cmd", "-x"}, want: with(func(a *lockArgs) { a.wait, a.waitSet = 2*time.Second, true })},
 		{args: []string{"--wait", "2s", "k", "--", "cmd", "-x"}, want: with(func(a *lockArgs) { a.wait, a.waitSet = 2*time.Second, true })},
 		{args: []string{"--node", "h:1", "k", "--lease", "1s", "--try", "--", "cmd", "-x"},
-			want: with(func(a *lockArgs) { a.node, a.lease, a.try = "h:1", time.Second, true })},
+			want: with(func(a *lockArgs) { a.api.node, a.lease, a.try = "h:1", time.Second, true })},
 		{args: []string{"k", "--kill-after", "0s", "cmd", "-x"}, want: with(func(a *lockArgs) { a.killAfter = 0 })},
 		// Without --, COMMAND starts at the first argument after NAME that
 		// is not a flag, and its flags are its own.
@@ -83,7 +83,7 @@ func TestParseLockArgs(t *testing.T) {
 // Every refusal a node can send maps to its documented exit status, and the
 // message says what happened.
 func TestLockRefusalExitCodes(t *testing.T) {
-	a := lockArgs{name: "k", node: "h:1", wait: 2 * time.Second}
+	a := lockArgs{name: "k", api: apiClientFlags{node: "h:1"}, wait: 2 * time.Second}
 	tryArgs := a
 	tryArgs.try = true
 	for _, tc := range []struct {

@@ -13,7 +13,7 @@ Usage:
   homelock lock [--node ADDR] [--lease D] [--wait D] [--try] NAME -- COMMAND [ARGS...]
   homelock status [--node ADDR] [--json]
   homelock sim [--seeds N | --seed S] [--nodes K] [--trace] [--json]
-  homelock harness [flags]
+  homelock harness [--duration D] [--out DIR] ...   (the measurement gate: a local 3-node cluster)
   homelock version
 
 Run "homelock <command> --help" for a command's flags.

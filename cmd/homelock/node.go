@@ -5,15 +5,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	"google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/homelock/homelock"
 	"github.com/homelock/homelock/clientapi"
@@ -34,6 +36,13 @@ func (l *listFlag) Set(s string) error {
 }
 
 func runNode(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return serveNode(ctx, args, stdout, stderr)
+}
+
+// serveNode runs a node until ctx ends, then closes it.
+func serveNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("node", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -47,6 +56,16 @@ first start of a cluster needs --bootstrap with the same --initial list on
 every initial node; a new node joins with --join; a restarted node needs
 neither (if it had left, it joins again once --epoch-lease has passed).
 
+The client API (--api-addr) is plaintext and open to anyone who reaches it
+unless it has TLS (--api-tls-cert, --api-tls-key) and authenticates its
+clients, by certificate (--api-client-ca: mutual TLS) or by a bearer token
+(--api-token-file). It also serves the gRPC health service: the empty
+service name reports that the process serves, "homelock.client.v1.Client"
+that it is ready. --metrics-addr serves HTTP: /metrics (Prometheus),
+/healthz (the process serves) and /readyz (200 once the node is a member of
+an agreed epoch, holds epoch liveness and can grant locks; 503 and the
+reason otherwise).
+
 Flags:
 `)
 		fs.PrintDefaults()
@@ -59,7 +78,11 @@ Flags:
 	advertise := fs.String("advertise-addr", "", "host:port peers dial, if not --grpc-addr")
 	gossipAddr := fs.String("gossip-addr", d.GossipAddr, "host:port memberlist binds")
 	gossipAdvertise := fs.String("gossip-advertise", "", "host:port peers gossip with, if not --gossip-addr")
-	apiAddr := fs.String("api-addr", "127.0.0.1:7950", "host:port of the client API (homelock lock/status)")
+	var api apiServerFlags
+	api.register(fs)
+	metricsAddr := fs.String("metrics-addr", "", "host:port of the HTTP server for /metrics, /healthz and /readyz (empty: none)")
+	var logf logFlags
+	logf.register(fs)
 	bootstrap := fs.Bool("bootstrap", false, "start a new cluster of --initial members")
 	var initial, join listFlag
 	fs.Var(&initial, "initial", "node IDs of the first epoch (with --bootstrap), comma-separated")
@@ -72,7 +95,6 @@ Flags:
 	epochLease := fs.Duration("epoch-lease", d.EpochLease, "epoch liveness per renewal round")
 	maxLease := fs.Duration("max-lease", d.MaxLease, "longest delegation lease")
 	downAfter := fs.Duration("down-after", d.DownAfter, "how long a member may be down before it is removed")
-	verbose := fs.Bool("v", false, "log at debug level")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -80,11 +102,17 @@ Flags:
 		fmt.Fprintf(stderr, "homelock node: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
-	level := slog.LevelInfo
-	if *verbose {
-		level = slog.LevelDebug
+	base, err := logf.logger(stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "homelock node: %v\n", err)
+		return 2
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := base.With("component", "command", "node", *id)
+	srvOpts, err := api.serverOptions()
+	if err != nil {
+		fmt.Fprintf(stderr, "homelock node: %v\n", err)
+		return 2
+	}
 
 	cfg := d
 	cfg.NodeID, cfg.ClusterID, cfg.DataDir = *id, *cluster, *dataDir
@@ -93,7 +121,7 @@ Flags:
 	cfg.Bootstrap, cfg.InitialMembers, cfg.Join = *bootstrap, initial, join
 	cfg.KeyRingFile = *keyRing
 	cfg.EpochLease, cfg.MaxLease, cfg.DownAfter = *epochLease, *maxLease, *downAfter
-	cfg.Logger = log
+	cfg.Logger = base
 	if *gossipKey != "" {
 		key, err := parseKey(*gossipKey)
 		if err != nil {
@@ -113,26 +141,51 @@ Flags:
 		return 2
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	lis, err := net.Listen("tcp", *apiAddr)
+	// Both listeners open before the store does, so that a port in use
+	// fails the start before anything is created.
+	lis, err := net.Listen("tcp", api.addr)
 	if err != nil {
 		fmt.Fprintf(stderr, "homelock node: client API: %v\n", err)
 		return 1
 	}
+	defer lis.Close()
+	var mlis net.Listener
+	if *metricsAddr != "" {
+		if mlis, err = net.Listen("tcp", *metricsAddr); err != nil {
+			fmt.Fprintf(stderr, "homelock node: metrics: %v\n", err)
+			return 1
+		}
+		defer mlis.Close()
+	}
+	for _, w := range api.warnings(lis.Addr()) {
+		log.Warn(w)
+	}
 	n, err := homelock.Open(ctx, cfg)
 	if err != nil {
-		lis.Close()
 		fmt.Fprintf(stderr, "homelock node: %v\n", err)
 		return 1
 	}
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(srvOpts...)
 	clientapi.RegisterClientServer(srv, clientapi.NewServer(n))
-	go func() { _ = srv.Serve(lis) }()
-	fmt.Fprintf(stdout, "homelock node %s: peers on %s, gossip on %s, client API on %s\n", *id, n.GRPCAddr(), n.GossipAddr(), lis.Addr())
+	hs := health.NewServer()
+	grpc_health_v1.RegisterHealthServer(srv, hs)
+	var served sync.WaitGroup
+	stopHealth := make(chan struct{})
+	served.Go(func() { watchHealth(n, hs, stopHealth) })
+	served.Go(func() { _ = srv.Serve(lis) })
+	metricsCtx, stopMetrics := context.WithCancel(context.Background())
+	defer stopMetrics()
+	where := ""
+	if mlis != nil {
+		served.Go(func() { serveMetrics(metricsCtx, mlis, n, log) })
+		where = ", metrics on " + mlis.Addr().String()
+	}
+	fmt.Fprintf(stdout, "homelock node %s: peers on %s, gossip on %s, client API on %s%s\n", *id, n.GRPCAddr(), n.GossipAddr(), lis.Addr(), where)
 
 	<-ctx.Done()
 	log.Info("shutting down")
+	close(stopHealth)
+	hs.Shutdown()
 	// The handoff takes an agreement and the recalls of its delegations
 	// (MaxLease at worst), then lingers EpochLease + Skew.
 	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second+cfg.MaxLease+cfg.EpochLease+cfg.Skew)
@@ -145,7 +198,12 @@ Flags:
 	case <-time.After(2 * time.Second):
 		srv.Stop()
 	}
-	if err := n.Close(cctx); err != nil {
+	err = n.Close(cctx)
+	// The metrics server answers until the node is closed: /readyz says
+	// "not ready: closed" during the handoff rather than refusing.
+	stopMetrics()
+	served.Wait()
+	if err != nil {
 		fmt.Fprintf(stderr, "homelock node: close: %v\n", err)
 		return 1
 	}

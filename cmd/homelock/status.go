@@ -17,10 +17,11 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: homelock status [--node ADDR] [--json]\n\nPrints a node's epoch, the members and their protocol versions, and its stats.\n\nFlags:\n")
+		fmt.Fprint(stderr, "Usage: homelock status [--node ADDR] [--json]\n\nPrints a node's epoch, the members and their protocol versions, and its stats.\n--json prints them as one JSON object (snake_case fields, units in the names).\n\n"+apiClientHelp+"\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	node := fs.String("node", defaultAPIAddr, "client API address of a homelock node")
+	var api apiClientFlags
+	api.register(fs)
 	asJSON := fs.Bool("json", false, "print JSON instead of tables")
 	timeout := fs.Duration("timeout", 5*time.Second, "give up after this long")
 	if code, ok := parseFlags(fs, args); !ok {
@@ -30,17 +31,17 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "homelock status: unexpected arguments %q\n", fs.Args())
 		return exitUsage
 	}
-	conn, err := dialNode(*node)
-	if err != nil {
-		fmt.Fprintf(stderr, "homelock status: --node %q: %v\n", *node, err)
-		return exitUsage
-	}
-	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
+	conn, err := api.dial(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "homelock status: %v\n", err)
+		return exitFailed
+	}
+	defer conn.Close()
 	resp, err := clientapi.NewClientClient(conn).Status(ctx, &clientapi.StatusRequest{})
 	if err != nil {
-		fmt.Fprintf(stderr, "homelock status: %s: %v\n", *node, err)
+		fmt.Fprintf(stderr, "homelock status: %s: %s\n", api.node, describe(err, nil))
 		return 1
 	}
 	if *asJSON {
@@ -62,8 +63,8 @@ func printReport(w io.Writer, r clientapi.Report) {
 	if !s.Available {
 		avail = "no: " + s.Reason
 	}
-	fmt.Fprintf(w, "node %s (store %x, incarnation %d, protocol v%d)\nepoch %d, liveness %v, cluster locks available: %s\n\n",
-		s.NodeID, s.StoreID, s.Incarnation, s.ProtocolVersion, s.Epoch, s.LiveFor.Round(time.Millisecond), avail)
+	fmt.Fprintf(w, "node %s (store %s, incarnation %d, protocol v%d)\nepoch %d, liveness %v, cluster locks available: %s\n\n",
+		s.NodeID, s.StoreID, s.Incarnation, s.ProtocolVersion, s.Epoch, time.Duration(s.LiveForMS)*time.Millisecond, avail)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEMBER\tSTORE\tADDRESS\tVERSION\tLIVENESS\t")
 	for _, m := range s.Members {
@@ -71,7 +72,7 @@ func printReport(w io.Writer, r clientapi.Report) {
 		if m.Self {
 			id += " (self)"
 		}
-		fmt.Fprintf(tw, "%s\t%x\t%s\t%d\t%s\t\n", id, m.StoreID, m.Addr, m.Version, m.Liveness)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t\n", id, m.StoreID, m.Addr, m.ProtocolVersion, m.Liveness)
 	}
 	tw.Flush()
 	st := r.Stats
@@ -81,8 +82,8 @@ func printReport(w io.Writer, r clientapi.Report) {
 		k string
 		v any
 	}{
-		{"held", st.Held}, {"pending", st.Pending}, {"deferred", st.Deferred},
-		{"admissions", st.Admissions}, {"local fast path", st.LocalFast},
+		{"held", st.HeldDelegations}, {"pending", st.PendingAcquires}, {"deferred", st.DeferredLockers},
+		{"admissions", st.Admissions}, {"local fast path", st.LocalFastPath},
 		{"grants", st.Grants}, {"recalls", st.Recalls}, {"expired holds", st.ExpiredHolds},
 		{"handoffs", st.Handoffs}, {"fenced writes", st.FencedWrites}, {"clock jumps", st.ClockJumps},
 	} {
@@ -99,7 +100,7 @@ func printReport(w io.Writer, r clientapi.Report) {
 	slices.Sort(kinds)
 	for _, k := range kinds {
 		v := st.ByKind[k]
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t\n", k, v.Sent.Msgs, v.Sent.Bytes, v.Received.Msgs, v.Received.Bytes)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t\n", k, v.SentMessages, v.SentBytes, v.ReceivedMessages, v.ReceivedBytes)
 	}
 	tw.Flush()
 }

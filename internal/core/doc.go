@@ -25,6 +25,9 @@
 // Messages a node addresses to itself (it is home for a key it locks) are
 // delivered inside the same step: zero network messages.
 //
+// Hn names a hazard schedule, the reason for a rule: docs/design.md lists
+// H1–H22 with the rule for each.
+//
 // Header rules applied before any machine sees a message:
 //   - a message from an incarnation below one that reclaimed from us is
 //     discarded (H1, H11);

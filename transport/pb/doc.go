@@ -7,7 +7,7 @@
 // limits it, so an unknown body kind, an unknown field anywhere in the
 // envelope, an enum value out of range or a field over its bound (limits.go)
 // is a named error, and the transport drops and counts the message. Versions
-// of the lock protocol are mutually exclusive (DESIGN, Capability
-// negotiation): a cluster changes its wire format only through an epoch
+// of the lock protocol are mutually exclusive (docs/design.md,
+// Capability negotiation): a cluster changes its wire format only through an epoch
 // whose members all speak the new one.
 package pb
