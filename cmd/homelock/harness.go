@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -64,7 +66,7 @@ func runHarness(args []string, stdout, stderr io.Writer) int {
 		}
 		d.Profile = func(phase string) func() { return profilePhase(filepath.Join(*profileDir, phaseFile(phase)), stderr) }
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := onSignal(context.Background(), stderr)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
@@ -73,6 +75,12 @@ func runHarness(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "[%5.1fs] %s\n", time.Since(start).Seconds(), phase)
 	}
 	r, err := harness.Run(ctx, d)
+	// Run has closed the cluster and removed its data however it ended.
+	var sig signalled
+	if errors.As(context.Cause(ctx), &sig) {
+		fmt.Fprintf(stderr, "homelock harness: stopped by %v; the cluster is closed and its data removed\n", sig.Signal)
+		return 128 + int(sig.Signal)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "homelock harness: %v\n", err)
 		return 1
@@ -105,6 +113,40 @@ func runHarness(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "report: %s\n", filepath.Join(*out, "report.md"))
 	}
 	return 0
+}
+
+// signalled is the cause of a context ended by a signal.
+type signalled struct{ syscall.Signal }
+
+func (s signalled) Error() string { return s.Signal.String() + " signal received" }
+
+// onSignal is signal.NotifyContext with the signal kept as the context's
+// cause, so that the command can exit as a process killed by it would
+// (128 + its number: 130 for SIGINT, 143 for SIGTERM). After the first
+// signal the default action is restored: a second one stops the run at once,
+// leaving its data for the next run to remove.
+func onSignal(parent context.Context, stderr io.Writer) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-ch:
+			signal.Stop(ch)
+			fmt.Fprintf(stderr, "homelock harness: %v: cleaning up (again to quit at once)\n", s)
+			cancel(signalled{s.(syscall.Signal)})
+		case <-done:
+		}
+	}()
+	var once sync.Once
+	return ctx, func() {
+		once.Do(func() {
+			signal.Stop(ch)
+			close(done)
+			cancel(nil)
+		})
+	}
 }
 
 // profilePhase starts a CPU profile into path and returns what stops it; a

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/homelock/homelock"
 	clustertest "github.com/homelock/homelock/cluster_test"
@@ -35,6 +37,9 @@ func (c *cluster) repeatLock(ctx context.Context, r *Report, d time.Duration) er
 	count := 0
 	end := time.Now().Add(d)
 	for time.Now().Before(end) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		for range 1024 {
 			t0 := time.Now()
 			h, err := n.Lock(ctx, key)
@@ -184,6 +189,9 @@ func (c *cluster) hotKey(ctx context.Context, r *Report, d time.Duration, worker
 			if len(v) == 8 {
 				got = binary.BigEndian.Uint64(v)
 			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 			if got == want || time.Now().After(deadline) {
 				if got != want {
 					lost = max(lost, diff(want, got))
@@ -287,22 +295,34 @@ func (c *cluster) manyKeys(ctx context.Context, d time.Duration, workers, keys i
 
 // storeWrites measures a store's plain write throughput on its own Pebble
 // (unsynced, so that CPU, not the disk, is what homelock could take away):
-// the writes per second of each of storeWindows windows of d. The memtable
-// is large enough that no flush or compaction lands in a sample: their
-// timing, not homelock, swung the ratio by ±10% from run to run.
-func storeWrites(dir string, d time.Duration) ([]float64, error) {
-	db, err := pebble.Open(dir, &pebble.Options{Logger: quiet{}, MemTableSize: 512 << 20})
+// the writes per second of each of storeWindows windows of at most d/
+// storeWindows and storeMaxWrites/storeWindows writes. The sample's directory
+// is removed when it ends.
+//
+// Its footprint is bounded however fast the machine: the write cap bounds
+// the memtables and the WAL to some 50 MB each, and the WAL is not
+// preallocated. Pebble sizes each WAL to 110% of MemTableSize and starts a
+// new one at every memtable rotation (the memtable grows from 256 KiB by
+// doubling), and on tmpfs a preallocation is RAM: with a 512 MiB memtable one
+// two-second sample held 5-6 GB of /dev/shm. The rotations' small flushes
+// land in the first windows; the median window keeps them out.
+func storeWrites(ctx context.Context, dir string, d time.Duration) ([]float64, error) {
+	defer os.RemoveAll(dir)
+	db, err := pebble.Open(dir, &pebble.Options{Logger: quiet{}, MemTableSize: storeMemTable, FS: noPrealloc{vfs.Default}})
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close()
 	val := make([]byte, 64)
 	n := 0
-	window := d / storeWindows
+	window, perWindow := d/storeWindows, storeMaxWrites/storeWindows
 	rates := make([]float64, 0, storeWindows)
 	for range storeWindows {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		start, done := time.Now(), 0
-		for time.Since(start) < window {
+		for done < perWindow && time.Since(start) < window {
 			for range 256 {
 				k := binary.BigEndian.AppendUint64([]byte("w"), uint64(n%100000))
 				if err := db.Set(k, val, pebble.NoSync); err != nil {
@@ -317,7 +337,36 @@ func storeWrites(dir string, d time.Duration) ([]float64, error) {
 	return rates, nil
 }
 
-const storeWindows = 8
+const (
+	storeWindows   = 8
+	storeMaxWrites = 400_000
+	// storeMemTable is more than the cap's writes fill, so that no
+	// memtable reaches its limit in a sample.
+	storeMemTable = 64 << 20
+)
+
+// noPrealloc is a file system whose files ignore Pebble's preallocation.
+type noPrealloc struct{ vfs.FS }
+
+func (fs noPrealloc) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.Create(name, category)
+	if err != nil {
+		return nil, err
+	}
+	return noPreallocFile{f}, nil
+}
+
+func (fs noPrealloc) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.ReuseForWrite(oldname, newname, category)
+	if err != nil {
+		return nil, err
+	}
+	return noPreallocFile{f}, nil
+}
+
+type noPreallocFile struct{ vfs.File }
+
+func (noPreallocFile) Preallocate(offset, length int64) error { return nil }
 
 // median of xs (which it sorts).
 func median(xs []float64) float64 {

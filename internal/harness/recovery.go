@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -153,9 +154,10 @@ func killed(ctx context.Context) context.Context {
 // each costs. A single node with long leases: keys homed there, so both the
 // home's table entry and the holder's state are counted.
 func idleDelegations(ctx context.Context, dir string, count int, r *Report) error {
+	defer os.RemoveAll(dir)
 	n, err := holdIdle(ctx, dir, count, nil, r)
 	if n != nil {
-		n.Close(context.Background())
+		n.Close(killed(context.Background()))
 	}
 	return err
 }

@@ -3,8 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
+	"runtime/debug"
 	"time"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
@@ -33,7 +32,10 @@ func DefaultOptions() Options {
 	return Options{Duration: 5 * time.Second, Nodes: 3, Keys: 64, Workers: 4, Delegations: 1_000_000}
 }
 
-// Run starts the cluster, measures everything, and removes its data.
+// Run starts the cluster, measures everything, and removes its data: each
+// phase's directory when the phase ends, and the run's directory however Run
+// returns (a cancelled ctx ends the phase under way, closes the cluster and
+// returns ctx's error).
 func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Nodes < 3 {
 		return nil, fmt.Errorf("harness: --nodes must be at least 3, got %d", o.Nodes)
@@ -46,12 +48,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		progress = func(string) {}
 	}
 	start := time.Now()
-	root, err := tempRoot(o.Dir)
+	wd, swept, err := newWorkDir(workParent(o.Dir))
+	for _, d := range swept {
+		progress("removed a dead run's data: " + d)
+	}
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(root)
-	r := &Report{Machine: machine(root), latencies: map[string]*hdr.Histogram{}}
+	defer wd.remove()
+	r := &Report{Machine: machine(wd.path), latencies: map[string]*hdr.Histogram{}}
 	r.Settings = Settings{Duration: o.Duration.String(), Nodes: o.Nodes, Keys: o.Keys, Workers: o.Workers, Delegations: o.Delegations}
 	setUnmeasured(r)
 
@@ -60,12 +65,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	// into windows and the median window counts, and the run without
 	// homelock is sampled before the cluster starts and after it stops.
 	progress("store writes without homelock")
-	off, err := storeWrites(filepath.Join(root, "store-off"), sample)
+	off, err := storeWrites(ctx, wd.sub("store-off"), sample)
 	if err != nil {
 		return r, err
 	}
 	progress("starting the cluster")
-	c, err := startCluster(ctx, root, o.Nodes)
+	c, err := startCluster(ctx, wd.sub("cluster"), o.Nodes)
 	if err != nil {
 		return r, err
 	}
@@ -74,7 +79,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	r.Settings.EpochLease, r.Settings.MaxLease, r.Settings.DownAfter = cfg.EpochLease.String(), cfg.MaxLease.String(), cfg.DownAfter.String()
 
 	progress("store writes with homelock idle")
-	idle, err := storeWrites(filepath.Join(root, "store-idle"), sample)
+	idle, err := storeWrites(ctx, wd.sub("store-idle"), sample)
 	if err != nil {
 		return r, err
 	}
@@ -109,7 +114,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			// count against the many-keys measure above.
 			done := make(chan float64, 1)
 			go func() {
-				v, _ := storeWrites(filepath.Join(root, "store-locking"), sample)
+				v, _ := storeWrites(ctx, wd.sub("store-locking"), sample)
 				done <- median(v)
 			}()
 			_, _, err := c.manyKeys(ctx, sample, o.Workers, o.Keys, true)
@@ -131,10 +136,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if err != nil {
 			return r, fmt.Errorf("%s: %w", s.name, err)
 		}
+		// What the phase freed goes back to the system, so that the run's
+		// peak is its largest phase, not their sum.
+		debug.FreeOSMemory()
 	}
 	c.close()
+	debug.FreeOSMemory()
 	progress("store writes without homelock, again")
-	off2, err := storeWrites(filepath.Join(root, "store-off-2"), sample)
+	off2, err := storeWrites(ctx, wd.sub("store-off-2"), sample)
 	if err != nil {
 		return r, err
 	}
@@ -143,7 +152,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 	progress(fmt.Sprintf("%d idle delegations", o.Delegations))
 	end := profile("idle delegations")
-	err = idleDelegations(ctx, root, o.Delegations, r)
+	err = idleDelegations(ctx, wd.sub("idle"), o.Delegations, r)
 	end()
 	if err != nil {
 		return r, fmt.Errorf("idle delegations: %w", err)
