@@ -25,10 +25,12 @@ func runHarness(args []string, stdout, stderr io.Writer) int {
 	d := harness.DefaultOptions()
 	fs := flag.NewFlagSet("harness", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.DurationVar(&d.Duration, "duration", d.Duration, "length of each timed phase")
+	fs.DurationVar(&d.Duration, "duration", d.Duration, "length of each timed phase with many workers (hot key, many keys); the short samples take min(duration, 1s)")
+	fs.IntVar(&d.Repeat, "repeat", d.Repeat, "runs of each repeated phase; the report gives their median and spread")
 	fs.IntVar(&d.Nodes, "nodes", d.Nodes, "nodes in the local cluster (at least 3)")
 	fs.IntVar(&d.Keys, "keys", d.Keys, "keys in the many-keys phase")
 	fs.IntVar(&d.Workers, "workers", d.Workers, "workers per node in the hot-key and many-keys phases")
+	fs.IntVar(&d.Parallel, "parallel", d.Parallel, "goroutines in the parallel repeat lock, each on its own key")
 	fs.IntVar(&d.Delegations, "delegations", d.Delegations, "idle delegations held for the memory measure")
 	fs.StringVar(&d.Dir, "dir", "", "where to put the temporary data directory (default: /dev/shm if present, else the system temp dir)")
 	out := fs.String("out", "harness-out", "directory for report.json, report.md and latency.png")
@@ -36,7 +38,7 @@ func runHarness(args []string, stdout, stderr io.Writer) int {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	profileDir := fs.String("profiledir", "", "write one CPU profile per measured phase into this directory (PHASE.cpu)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: homelock harness [flags]\n\nStarts a local cluster (real gRPC on loopback, real Pebble in a temporary\ndirectory removed afterwards), measures it against homelock's targets and\nprints the gate. Flags:\n")
+		fmt.Fprintf(stderr, "Usage: homelock harness [flags]\n\nStarts a local cluster (real gRPC on loopback, real Pebble in a temporary\ndirectory removed afterwards), measures it against homelock's targets and\nprints the gate. Exit status: 0 measured, 1 the run failed, 2 bad\nflags, 130/143 stopped by SIGINT/SIGTERM. Flags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

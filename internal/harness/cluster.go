@@ -26,9 +26,10 @@ type cluster struct {
 	cfgs  []homelock.Config
 	nodes []*homelock.Node
 	kvs   []*clustertest.KV
-	// available is when every node first had a usable epoch: that epoch was
-	// learned no later.
-	available time.Time
+	// settled is when the cluster last had a usable epoch: when it became
+	// available, or when a restarted node first granted (that epoch was
+	// learned no later).
+	settled time.Time
 }
 
 const operation = "harness"
@@ -121,7 +122,7 @@ func startCluster(ctx context.Context, root string, size int) (*cluster, error) 
 		c.close()
 		return nil, err
 	}
-	c.available = time.Now()
+	c.settled = time.Now()
 	return c, nil
 }
 

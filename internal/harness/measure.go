@@ -23,8 +23,11 @@ import (
 
 func newHist() *hdr.Histogram { return hdr.New(1, int64(60*time.Second), 3) }
 
-// repeatLock: lock+unlock of a key whose delegation node 0 already holds.
-func (c *cluster) repeatLock(ctx context.Context, r *Report, d time.Duration) error {
+// repeatLock: lock+unlock of a key whose delegation node 0 already holds,
+// timed one by one for the latency, then counted without the clock for the
+// throughput, of one goroutine and of parallel goroutines each on its own
+// key (the repeat path should scale across cores).
+func (c *cluster) repeatLock(ctx context.Context, r *Report, d time.Duration, parallel int) error {
 	n := c.nodes[0]
 	key := "repeat"
 	h, err := n.Lock(ctx, key)
@@ -34,7 +37,6 @@ func (c *cluster) repeatLock(ctx context.Context, r *Report, d time.Duration) er
 	_ = h.Unlock()
 	hist := newHist()
 	before, _ := c.delegationMsgs()
-	count := 0
 	end := time.Now().Add(d)
 	for time.Now().Before(end) {
 		if err := ctx.Err(); err != nil {
@@ -49,53 +51,129 @@ func (c *cluster) repeatLock(ctx context.Context, r *Report, d time.Duration) er
 			_ = h.Unlock()
 			_ = hist.RecordValue(max(1, time.Since(t0).Nanoseconds()))
 		}
-		count += 1024
 	}
 	after, _ := c.delegationMsgs()
-	r.RepeatLockNsP50 = float64(hist.ValueAtQuantile(50))
-	r.RepeatLockNsP99 = float64(hist.ValueAtQuantile(99))
-	r.RepeatLockMsgs = float64(after - before)
-	r.RepeatLocks = float64(count)
-	r.latencies["repeat lock (ns)"] = hist
+	r.record("repeat_lock_ns_p50", float64(hist.ValueAtQuantile(50)))
+	r.record("repeat_lock_ns_p99", float64(hist.ValueAtQuantile(99)))
+	r.record("repeat_lock_msgs", float64(after-before))
+	r.recordLatency("repeat lock+unlock", hist)
+
+	one, err := repeatOps(ctx, n, []string{key}, d/2)
+	if err != nil {
+		return err
+	}
+	keys := make([]string, parallel)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("repeat-%d", i)
+	}
+	many, err := repeatOps(ctx, n, keys, d/2)
+	if err != nil {
+		return err
+	}
+	r.record("repeat_lock_ops_per_s", one)
+	r.record("repeat_lock_parallel_ops_per_s", many)
+	r.record("repeat_lock_scaling", many/one)
 	return nil
 }
 
+// repeatOps is the repeat locks per second of one goroutine per key, all on
+// node n, for d: each key's delegation is taken first, outside the count.
+func repeatOps(ctx context.Context, n *homelock.Node, keys []string, d time.Duration) (float64, error) {
+	for _, k := range keys {
+		h, err := n.Lock(ctx, k)
+		if err != nil {
+			return 0, err
+		}
+		_ = h.Unlock()
+	}
+	var ops atomic.Uint64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	start := time.Now()
+	end := start.Add(d)
+	for _, k := range keys {
+		wg.Go(func() {
+			done := uint64(0)
+			defer func() { ops.Add(done) }()
+			for time.Now().Before(end) && ctx.Err() == nil {
+				for range 256 {
+					h, err := n.Lock(ctx, k)
+					if err != nil {
+						firstErr.CompareAndSwap(nil, err)
+						return
+					}
+					_ = h.Unlock()
+					done++
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err, ok := firstErr.Load().(error); ok {
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	return float64(ops.Load()) / elapsed.Seconds(), nil
+}
+
 // firstLock: uncontended acquisitions of fresh keys from node 0, with the
-// home on another node and on node 0 itself; also the wire cost of one.
+// home on another node and on node 0 itself; also the wire cost of one. Each
+// remote acquisition follows a plain gRPC unary round trip on the same
+// loopback, so that the two see the same load on a shared machine.
 func (c *cluster) firstLock(ctx context.Context, r *Report, samples int) error {
+	ping, err := newUnaryPing(ctx)
+	if err != nil {
+		return fmt.Errorf("gRPC round trip: %w", err)
+	}
+	defer ping.close()
 	ring := c.ring(0)
 	self := c.nodes[0].ID()
 	next := 0
+	rtt := newHist()
 	for _, remote := range []bool{true, false} {
 		hist := newHist()
 		msgs0, bytes0 := c.delegationMsgs()
 		for range samples {
+			if remote {
+				d, err := ping.roundTrip(ctx)
+				if err != nil {
+					return fmt.Errorf("gRPC round trip: %w", err)
+				}
+				_ = rtt.RecordValue(max(1, d.Nanoseconds()))
+			}
 			key := c.keyHomedAt(ring, self, remote, "first", &next)
 			t0 := time.Now()
 			h, err := c.nodes[0].Lock(ctx, key)
 			if err != nil {
 				return err
 			}
-			_ = hist.RecordValue(max(1, time.Since(t0).Microseconds()))
+			_ = hist.RecordValue(max(1, time.Since(t0).Nanoseconds()))
 			_ = h.Unlock()
 		}
 		msgs1, bytes1 := c.delegationMsgs()
 		if remote {
-			r.FirstLockRemoteUsP50 = float64(hist.ValueAtQuantile(50))
-			r.FirstLockRemoteUsP99 = float64(hist.ValueAtQuantile(99))
+			r.record("first_lock_remote_us_p50", us(hist.ValueAtQuantile(50)))
+			r.record("first_lock_remote_us_p99", us(hist.ValueAtQuantile(99)))
 			// The delegations lapse later with one Release each, outside
 			// this window: count it, so a lock's whole cost is here.
-			r.MsgsPerAcquisition = float64(msgs1-msgs0)/float64(samples) + 1
-			r.BytesPerAcquisition = float64(bytes1-bytes0) / float64(samples)
-			r.latencies["first lock, remote home (µs)"] = hist
+			r.record("msgs_per_acquisition", float64(msgs1-msgs0)/float64(samples)+1)
+			r.record("bytes_per_acquisition", float64(bytes1-bytes0)/float64(samples))
+			r.recordLatency("first lock, remote home", hist)
 		} else {
-			r.FirstLockLocalUsP50 = float64(hist.ValueAtQuantile(50))
-			r.FirstLockLocalUsP99 = float64(hist.ValueAtQuantile(99))
-			r.latencies["first lock, local home (µs)"] = hist
+			r.record("first_lock_local_us_p50", us(hist.ValueAtQuantile(50)))
+			r.recordLatency("first lock, local home", hist)
 		}
 	}
+	r.record("grpc_unary_us_p50", us(rtt.ValueAtQuantile(50)))
+	r.recordLatency("gRPC unary round trip", rtt)
 	return nil
 }
+
+// us is a histogram's nanoseconds in microseconds.
+func us(ns int64) float64 { return float64(ns) / 1e3 }
 
 // increment reads the counter under h and writes it plus one.
 func increment(ctx context.Context, kv *clustertest.KV, h *homelock.Handle, key string) error {
@@ -112,8 +190,7 @@ func increment(ctx context.Context, kv *clustertest.KV, h *homelock.Handle, key 
 }
 
 // hotKey: workers on every node do read-increment-write of one counter.
-func (c *cluster) hotKey(ctx context.Context, r *Report, d time.Duration, workers int) error {
-	key := "hot"
+func (c *cluster) hotKey(ctx context.Context, r *Report, key string, d time.Duration, workers int) error {
 	hist := newHist()
 	var mu sync.Mutex
 	perNode := make([]uint64, len(c.nodes))
@@ -143,7 +220,7 @@ func (c *cluster) hotKey(ctx context.Context, r *Report, d time.Duration, worker
 					mu.Lock()
 					if err == nil {
 						perNode[i]++
-						_ = hist.RecordValue(max(1, admitted.Sub(t0).Microseconds()))
+						_ = hist.RecordValue(max(1, admitted.Sub(t0).Nanoseconds()))
 					}
 					tokens[h.Token()] = tokens[h.Token()].add(admitted, unlocked)
 					mu.Unlock()
@@ -157,26 +234,25 @@ func (c *cluster) hotKey(ctx context.Context, r *Report, d time.Duration, worker
 	}
 	msgs1, bytes1 := c.delegationMsgs()
 	grants := float64(len(tokens))
-	r.HotKeyHandoffsPerS = grants / d.Seconds()
-	r.HotKeyUpdatesPerS = float64(acked.Load()) / d.Seconds()
-	r.HotKeyWaitUsP50 = float64(hist.ValueAtQuantile(50))
-	r.HotKeyWaitUsP99 = float64(hist.ValueAtQuantile(99))
-	r.latencies["hot key wait (µs)"] = hist
-	r.HotKeyHoldUsP50, r.HotKeyGapUsP50 = handoffParts(tokens)
+	r.record("hot_key_handoffs_per_s", grants/d.Seconds())
+	r.record("hot_key_updates_per_s", float64(acked.Load())/d.Seconds())
+	r.record("hot_key_wait_us_p50", us(hist.ValueAtQuantile(50)))
+	r.record("hot_key_wait_us_p99", us(hist.ValueAtQuantile(99)))
+	r.recordLatency("hot key wait", hist)
+	hold, gap := handoffParts(tokens)
+	r.record("hot_key_hold_us_p50", hold)
+	r.record("hot_key_gap_us_p50", gap)
 	if grants > 0 {
-		r.MsgsPerHandoff = float64(msgs1-msgs0) / grants
-		r.BytesPerHandoff = float64(bytes1-bytes0) / grants
+		r.record("msgs_per_handoff", float64(msgs1-msgs0)/grants)
+		r.record("bytes_per_handoff", float64(bytes1-bytes0)/grants)
 	}
 	var sum, sq float64
-	r.HotKeyShares = nil
 	for _, v := range perNode {
-		share := float64(v) / float64(max(1, acked.Load()))
-		r.HotKeyShares = append(r.HotKeyShares, share)
 		sum += float64(v)
 		sq += float64(v) * float64(v)
 	}
 	if sq > 0 {
-		r.HotKeyFairnessJain = sum * sum / (float64(len(perNode)) * sq)
+		r.record("hot_key_fairness_jain", sum*sum/(float64(len(perNode))*sq))
 	}
 	// Lost updates: every replica must end at the acknowledged count.
 	want := acked.Load()
@@ -201,7 +277,7 @@ func (c *cluster) hotKey(ctx context.Context, r *Report, d time.Duration, worker
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	r.HotKeyLostUpdates = float64(lost)
+	r.record("hot_key_lost_updates", float64(lost))
 	return nil
 }
 
@@ -279,7 +355,7 @@ func (c *cluster) manyKeys(ctx context.Context, d time.Duration, workers, keys i
 					if err == nil {
 						ops.Add(1)
 						mu.Lock()
-						_ = hist.RecordValue(max(1, time.Since(t0).Microseconds()))
+						_ = hist.RecordValue(max(1, time.Since(t0).Nanoseconds()))
 						mu.Unlock()
 					}
 				}
@@ -368,12 +444,12 @@ type noPreallocFile struct{ vfs.File }
 
 func (noPreallocFile) Preallocate(offset, length int64) error { return nil }
 
-// median of xs (which it sorts).
+// median of xs (-1 for none).
 func median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return -1
 	}
-	slices.Sort(xs)
+	xs = slices.Sorted(slices.Values(xs))
 	if n := len(xs); n%2 == 0 {
 		return (xs[n/2-1] + xs[n/2]) / 2
 	}
