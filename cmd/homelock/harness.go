@@ -35,10 +35,11 @@ func runHarness(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&d.Dir, "dir", "", "where to put the temporary data directory (default: /dev/shm if present, else the system temp dir)")
 	out := fs.String("out", "harness-out", "directory for report.json, report.md and latency.png")
 	asJSON := fs.Bool("json", false, "print the JSON report to stdout instead of the table")
+	check := fs.Bool("check", false, "exit with status 3 when a target is missed (without it the run exits 0 whatever it measured)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	profileDir := fs.String("profiledir", "", "write one CPU profile per measured phase into this directory (PHASE.cpu)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: homelock harness [flags]\n\nStarts a local cluster (real gRPC on loopback, real Pebble in a temporary\ndirectory removed afterwards), measures it against homelock's targets and\nprints the gate. Exit status: 0 measured, 1 the run failed, 2 bad\nflags, 130/143 stopped by SIGINT/SIGTERM. Flags:\n")
+		fmt.Fprintf(stderr, "Usage: homelock harness [flags]\n\nStarts a local cluster (real gRPC on loopback, real Pebble in a temporary\ndirectory removed afterwards), measures it against homelock's targets and\nprints the gate. Exit status: 0 measured (with --check: every target met),\n1 the run failed, 2 bad flags, 3 with --check a target missed, 130/143\nstopped by SIGINT/SIGTERM. Flags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -114,8 +115,21 @@ func runHarness(args []string, stdout, stderr io.Writer) int {
 		r.WriteTable(stdout)
 		fmt.Fprintf(stdout, "report: %s\n", filepath.Join(*out, "report.md"))
 	}
-	return 0
+	return checkStatus(r, *check, stderr)
 }
+
+// checkStatus is the exit status of a run that measured: 0, or with check
+// exitMissed when a target was missed (or not measured).
+func checkStatus(r *harness.Report, check bool, stderr io.Writer) int {
+	missed := r.Missed()
+	if !check || len(missed) == 0 {
+		return 0
+	}
+	fmt.Fprintf(stderr, "homelock harness: --check: %d targets missed: %s\n", len(missed), strings.Join(missed, "; "))
+	return exitMissed
+}
+
+const exitMissed = 3
 
 // signalled is the cause of a context ended by a signal.
 type signalled struct{ syscall.Signal }
