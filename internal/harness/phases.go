@@ -15,7 +15,7 @@ func phaseList(o Options) []phase {
 		{
 			name: "repeat lock", stage: onCluster,
 			measures: []measure{
-				{key: "repeat_lock_ns_p50", name: "repeat lock+unlock p50", unit: "ns", target: atMost(150)},
+				{key: "repeat_lock_ns_p50", name: "repeat lock+unlock p50", unit: "ns", target: atMost(150), mark: &mark{"repeat lock+unlock", 50}},
 				{key: "repeat_lock_ns_p99", name: "repeat lock+unlock p99", unit: "ns"},
 				{key: "repeat_lock_msgs", name: "repeat lock messages", unit: "msgs", target: atMost(0)},
 				{key: "repeat_lock_ops_per_s", name: "repeat lock, 1 goroutine", unit: "ops/s"},
@@ -28,7 +28,7 @@ func phaseList(o Options) []phase {
 			name: "first lock", stage: onCluster,
 			measures: []measure{
 				{key: "grpc_unary_us_p50", name: "gRPC unary round trip p50", unit: "µs"},
-				{key: "first_lock_remote_us_p50", name: "first lock, remote home p50", unit: "µs", target: atMostMeasure("grpc_unary_us_p50", "gRPC RTT")},
+				{key: "first_lock_remote_us_p50", name: "first lock, remote home p50", unit: "µs", target: atMostMeasure("grpc_unary_us_p50", "gRPC RTT"), mark: &mark{"first lock, remote home", 50}},
 				{key: "first_lock_remote_us_p99", name: "first lock, remote home p99", unit: "µs"},
 				{key: "first_lock_local_us_p50", name: "first lock, local home p50", unit: "µs"},
 				{key: "msgs_per_acquisition", name: "messages per acquisition", unit: "msgs"},
@@ -146,7 +146,7 @@ func phaseList(o Options) []phase {
 		},
 		{
 			name: "store writes without homelock, again", stage: afterCluster,
-			run:  storePhase("store_writes_per_s_off", "store-off-again", false),
+			run: storePhase("store_writes_per_s_off", "store-off-again", false),
 		},
 		{
 			name: fmt.Sprintf("%d idle delegations", o.Delegations), stage: afterCluster, once: true,

@@ -22,8 +22,10 @@ type Report struct {
 	// runs are the values recorded so far, by measure key.
 	runs map[string][]float64
 	// latencies are the distributions for the plot, each merged over its
-	// phase's repetitions, in the order first recorded.
+	// phase's repetitions, in the order first recorded; marks, the targets
+	// drawn on them.
 	latencies []latency
+	marks     []plotMark
 }
 
 // Measure is one measured quantity over the run's repetitions of its phase.
@@ -101,6 +103,8 @@ type measure struct {
 	// derive, if set, computes the measure's runs from other measures once
 	// every phase has run (a ratio of two phases' values).
 	derive func(runs map[string][]float64) []float64
+	// mark, if set, draws the target on a latency curve of the plot.
+	mark *mark
 }
 
 // target is a goal on a measure's median: a fixed bound, or the median of
@@ -146,11 +150,42 @@ func (r *Report) finish(phases []phase) {
 		}
 		r.Measures = append(r.Measures, m)
 	}
+	r.marks = r.marks[:0]
 	for i, d := range defs {
-		if d.target != nil {
-			r.Measures[i].Target, r.Measures[i].Verdict = d.target.check(r.Measures[i], medians)
+		if d.target == nil {
+			continue
+		}
+		r.Measures[i].Target, r.Measures[i].Verdict = d.target.check(r.Measures[i], medians)
+		if b, ok := d.target.boundOf(medians); ok && d.mark != nil && unitNs[d.unit] > 0 {
+			r.marks = append(r.marks, plotMark{curve: d.mark.curve, q: d.mark.q, ns: b * unitNs[d.unit],
+				legend: d.target.legend(d.mark, b, d.unit)})
 		}
 	}
+}
+
+// unitNs is the nanoseconds in each latency unit.
+var unitNs = map[string]float64{"ns": 1, "µs": 1e3, "ms": 1e6}
+
+// legend is how a marked target reads on the plot: "target: p50 ≤ 150 ns".
+func (t *target) legend(m *mark, bound float64, unit string) string {
+	op := "≥"
+	if t.atMost {
+		op = "≤"
+	}
+	what := fmt.Sprintf("%s %s", fmtValue(bound), unit)
+	if t.ref != "" {
+		what = fmt.Sprintf("%s (%s)", t.refName, what)
+	}
+	return fmt.Sprintf("target: %s p%g %s %s", m.curve, m.q, op, what)
+}
+
+// boundOf is the target's bound: fixed, or the median of its reference.
+func (t *target) boundOf(medians map[string]float64) (float64, bool) {
+	if t.ref == "" {
+		return t.bound, true
+	}
+	b, ok := medians[t.ref]
+	return b, ok
 }
 
 func (t *target) check(m Measure, medians map[string]float64) (goal, verdict string) {
@@ -158,18 +193,16 @@ func (t *target) check(m Measure, medians map[string]float64) (goal, verdict str
 	if t.atMost {
 		op = "≤"
 	}
-	bound := t.bound
-	goal = fmt.Sprintf("%s %s", op, fmtValue(bound))
-	if t.atMost && bound == 0 {
+	bound, ok := t.boundOf(medians)
+	switch {
+	case !ok:
+		return fmt.Sprintf("%s %s", op, t.refName), "not measured"
+	case t.ref != "":
+		goal = fmt.Sprintf("%s %s (%s)", op, t.refName, fmtValue(bound))
+	case t.atMost && bound == 0:
 		goal = "0"
-	}
-	if t.ref != "" {
-		b, ok := medians[t.ref]
-		if !ok {
-			return fmt.Sprintf("%s %s", op, t.refName), "not measured"
-		}
-		bound = b
-		goal = fmt.Sprintf("%s %s (%s)", op, t.refName, fmtValue(b))
+	default:
+		goal = fmt.Sprintf("%s %s", op, fmtValue(bound))
 	}
 	switch {
 	case len(m.Runs) == 0:
