@@ -55,7 +55,20 @@ func (r *Report) WritePlot(path string) error {
 	grid.Horizontal.Color = color.Gray{Y: 210}
 	p.Add(grid)
 
+	// The y axis spans whole decades, so that both ends carry a label.
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, l := range r.latencies {
+		lo, hi = min(lo, float64(max(1, l.h.Min()))), max(hi, float64(l.h.ValueAtQuantile(99.9)))
+	}
+	for _, m := range r.marks {
+		lo, hi = min(lo, m.ns), max(hi, m.ns)
+	}
+	if lo <= hi {
+		p.Y.Min, p.Y.Max = math.Pow(10, math.Floor(math.Log10(lo))), math.Pow(10, math.Ceil(math.Log10(hi)))
+	}
+
 	legend := plot.NewLegend()
+	legend.TextStyle.Font.Size = vg.Points(11)
 	legend.Top, legend.Left = true, true
 	legend.ThumbnailWidth = vg.Points(24)
 	legend.Padding = vg.Points(5)
@@ -89,7 +102,7 @@ func (r *Report) WritePlot(path string) error {
 		legend.Add(m.legend, s)
 	}
 
-	const width, height, legendWidth = 12 * vg.Inch, 6 * vg.Inch, 4.4 * vg.Inch
+	const width, height, legendWidth = 12.5 * vg.Inch, 6 * vg.Inch, 4.8 * vg.Inch
 	img := vgimg.New(width, height)
 	dc := draw.New(img)
 	dc.SetColor(color.White)
