@@ -45,6 +45,10 @@ func runHarness(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	if err := d.Validate(); err != nil {
+		fmt.Fprintf(stderr, "homelock harness: %v\n", err)
+		return 2
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {

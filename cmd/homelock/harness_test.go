@@ -27,3 +27,14 @@ func TestHarnessCheckStatus(t *testing.T) {
 		})
 	}
 }
+
+func TestHarnessBadFlags(t *testing.T) {
+	// Should a bad value get through, the run it starts is short and
+	// writes into the test's directory.
+	cheap := []string{"--out", t.TempDir(), "--dir", t.TempDir(), "--duration", "10ms", "--delegations", "100"}
+	for _, args := range [][]string{{"--repeat", "0"}, {"--nodes", "2"}, {"--parallel", "-1"}, {"--no-such-flag"}} {
+		if got := runHarness(append(cheap, args...), io.Discard, io.Discard); got != 2 {
+			t.Errorf("harness %v: status %d, want 2", args, got)
+		}
+	}
+}

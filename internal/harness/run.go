@@ -37,6 +37,25 @@ func DefaultOptions() Options {
 	return Options{Duration: 3 * time.Second, Repeat: 3, Nodes: 3, Keys: 64, Workers: 4, Delegations: 1_000_000, Parallel: 8}
 }
 
+// Validate says what is wrong with o, in the command's flag names.
+func (o Options) Validate() error {
+	if o.Nodes < 3 {
+		return fmt.Errorf("--nodes must be at least 3, got %d", o.Nodes)
+	}
+	for _, f := range []struct {
+		name string
+		ok   bool
+	}{
+		{"--duration", o.Duration > 0}, {"--repeat", o.Repeat > 0}, {"--keys", o.Keys > 0}, {"--workers", o.Workers > 0},
+		{"--parallel", o.Parallel > 0}, {"--delegations", o.Delegations > 0},
+	} {
+		if !f.ok {
+			return fmt.Errorf("%s must be positive", f.name)
+		}
+	}
+	return nil
+}
+
 // short is the length of the short samples.
 func (o Options) short() time.Duration { return min(o.Duration, time.Second) }
 
@@ -81,11 +100,8 @@ type env struct {
 // returns (a cancelled ctx ends the phase under way, closes the cluster and
 // returns ctx's error). The report is summarised even when a phase fails.
 func Run(ctx context.Context, o Options) (*Report, error) {
-	if o.Nodes < 3 {
-		return nil, fmt.Errorf("harness: --nodes must be at least 3, got %d", o.Nodes)
-	}
-	if o.Duration <= 0 || o.Repeat <= 0 || o.Keys <= 0 || o.Workers <= 0 || o.Delegations <= 0 || o.Parallel <= 0 {
-		return nil, fmt.Errorf("harness: duration, repeat, keys, workers, parallel and delegations must be positive")
+	if err := o.Validate(); err != nil {
+		return nil, fmt.Errorf("harness: %w", err)
 	}
 	progress := o.Progress
 	if progress == nil {
