@@ -61,15 +61,9 @@ func phaseList(o Options) []phase {
 			measures: []measure{
 				{key: "many_keys_lock_only_ops_per_s", name: fmt.Sprintf("%d keys, lock only", o.Keys), unit: "ops/s", target: atLeast(50000)},
 				{key: "many_keys_lock_only_us_p50", name: fmt.Sprintf("%d keys, lock only p50", o.Keys), unit: "µs"},
+				{key: "many_keys_lock_only_us_p99", name: fmt.Sprintf("%d keys, lock only p99", o.Keys), unit: "µs"},
 			},
-			run: func(ctx context.Context, e *env) error {
-				ops, hist, err := e.c.manyKeys(ctx, e.o.Duration, e.o.Workers, e.o.Keys, false)
-				if err == nil {
-					e.r.record("many_keys_lock_only_ops_per_s", ops)
-					e.r.record("many_keys_lock_only_us_p50", us(hist.ValueAtQuantile(50)))
-				}
-				return err
-			},
+			run: manyKeysPhase("many_keys_lock_only", false, ""),
 		},
 		{
 			name: "many keys", stage: onCluster,
@@ -78,16 +72,7 @@ func phaseList(o Options) []phase {
 				{key: "many_keys_us_p50", name: fmt.Sprintf("%d keys, with the write p50", o.Keys), unit: "µs"},
 				{key: "many_keys_us_p99", name: fmt.Sprintf("%d keys, with the write p99", o.Keys), unit: "µs"},
 			},
-			run: func(ctx context.Context, e *env) error {
-				ops, hist, err := e.c.manyKeys(ctx, e.o.Duration, e.o.Workers, e.o.Keys, true)
-				if err == nil {
-					e.r.record("many_keys_ops_per_s", ops)
-					e.r.record("many_keys_us_p50", us(hist.ValueAtQuantile(50)))
-					e.r.record("many_keys_us_p99", us(hist.ValueAtQuantile(99)))
-					e.r.recordLatency(fmt.Sprintf("%d keys, lock and write", e.o.Keys), hist)
-				}
-				return err
-			},
+			run: manyKeysPhase("many_keys", true, fmt.Sprintf("%d keys, lock and write", o.Keys)),
 		},
 		// What running homelock costs a store that does not use it: the
 		// store's write throughput with no homelock in the process (before
@@ -158,6 +143,24 @@ func phaseList(o Options) []phase {
 				return idleDelegations(ctx, e.wd.sub("idle"), e.o.Delegations, e.r)
 			},
 		},
+	}
+}
+
+// manyKeysPhase records a many-keys sample as prefix_ops_per_s, _us_p50 and
+// _us_p99, and its latency as the plot's curve if one is named.
+func manyKeysPhase(prefix string, write bool, curve string) func(context.Context, *env) error {
+	return func(ctx context.Context, e *env) error {
+		ops, hist, err := e.c.manyKeys(ctx, e.o.Duration, e.o.Workers, e.o.Keys, write)
+		if err != nil {
+			return err
+		}
+		e.r.record(prefix+"_ops_per_s", ops)
+		e.r.record(prefix+"_us_p50", us(hist.ValueAtQuantile(50)))
+		e.r.record(prefix+"_us_p99", us(hist.ValueAtQuantile(99)))
+		if curve != "" {
+			e.r.recordLatency(curve, hist)
+		}
+		return nil
 	}
 }
 

@@ -3,6 +3,7 @@ package harness
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"runtime"
 	"slices"
@@ -128,8 +129,19 @@ func atMostMeasure(key, name string) *target {
 // the targets.
 func (r *Report) finish(phases []phase) {
 	var defs []measure
+	declared := map[string]bool{}
 	for _, p := range phases {
 		defs = append(defs, p.measures...)
+		for _, m := range p.measures {
+			declared[m.key] = true
+		}
+	}
+	// A value recorded under a key no phase declares is still reported,
+	// by its key, after the rest: a phase's slip must not hide a number.
+	for _, k := range slices.Sorted(maps.Keys(r.runs)) {
+		if !declared[k] {
+			defs = append(defs, measure{key: k, name: k})
+		}
 	}
 	for _, d := range defs {
 		if d.derive != nil {

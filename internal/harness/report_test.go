@@ -60,14 +60,15 @@ func TestFinish(t *testing.T) {
 	}
 	r.record("x", 2)
 	r.record("y", 4)
+	r.record("undeclared", 7)
 	r.finish(phases)
 
 	var keys []string
 	for _, m := range r.Measures {
 		keys = append(keys, m.Key)
 	}
-	if want := []string{"lat", "ratio", "x", "y", "never"}; !slices.Equal(keys, want) {
-		t.Fatalf("measures %v, want %v (the phases' order)", keys, want)
+	if want := []string{"lat", "ratio", "x", "y", "never", "undeclared"}; !slices.Equal(keys, want) {
+		t.Fatalf("measures %v, want %v (the phases' order, then what no phase declared)", keys, want)
 	}
 	lat := r.Measures[0]
 	if lat.Median != 120 || lat.Min != 100 || lat.Max != 300 || lat.Verdict != "pass" {
