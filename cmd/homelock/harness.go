@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -23,22 +25,29 @@ func runHarness(args []string, stdout, stderr io.Writer) int {
 	d := harness.DefaultOptions()
 	fs := flag.NewFlagSet("harness", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.DurationVar(&d.Duration, "duration", d.Duration, "length of each timed phase")
+	fs.DurationVar(&d.Duration, "duration", d.Duration, "length of each timed phase with many workers (hot key, many keys); the short samples take min(duration, 1s)")
+	fs.IntVar(&d.Repeat, "repeat", d.Repeat, "runs of each repeated phase; the report gives their median and spread")
 	fs.IntVar(&d.Nodes, "nodes", d.Nodes, "nodes in the local cluster (at least 3)")
 	fs.IntVar(&d.Keys, "keys", d.Keys, "keys in the many-keys phase")
 	fs.IntVar(&d.Workers, "workers", d.Workers, "workers per node in the hot-key and many-keys phases")
+	fs.IntVar(&d.Parallel, "parallel", d.Parallel, "goroutines in the parallel repeat lock, each on its own key")
 	fs.IntVar(&d.Delegations, "delegations", d.Delegations, "idle delegations held for the memory measure")
 	fs.StringVar(&d.Dir, "dir", "", "where to put the temporary data directory (default: /dev/shm if present, else the system temp dir)")
 	out := fs.String("out", "harness-out", "directory for report.json, report.md and latency.png")
 	asJSON := fs.Bool("json", false, "print the JSON report to stdout instead of the table")
+	check := fs.Bool("check", false, "exit with status 3 when a target is missed (without it the run exits 0 whatever it measured)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	profileDir := fs.String("profiledir", "", "write one CPU profile per measured phase into this directory (PHASE.cpu)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: homelock harness [flags]\n\nStarts a local cluster (real gRPC on loopback, real Pebble in a temporary\ndirectory removed afterwards), measures it against homelock's targets and\nprints the gate. Flags:\n")
+		fmt.Fprintf(stderr, "Usage: homelock harness [flags]\n\nStarts a local cluster (real gRPC on loopback, real Pebble in a temporary\ndirectory removed afterwards), measures it against homelock's targets and\nprints the gate. Exit status: 0 measured (with --check: every target met),\n1 the run failed, 2 bad flags, 3 with --check a target missed, 130/143\nstopped by SIGINT/SIGTERM. Flags:\n")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
+	}
+	if err := d.Validate(); err != nil {
+		fmt.Fprintf(stderr, "homelock harness: %v\n", err)
+		return 2
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -64,7 +73,7 @@ func runHarness(args []string, stdout, stderr io.Writer) int {
 		}
 		d.Profile = func(phase string) func() { return profilePhase(filepath.Join(*profileDir, phaseFile(phase)), stderr) }
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := onSignal(context.Background(), stderr)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
@@ -73,6 +82,12 @@ func runHarness(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "[%5.1fs] %s\n", time.Since(start).Seconds(), phase)
 	}
 	r, err := harness.Run(ctx, d)
+	// Run has closed the cluster and removed its data however it ended.
+	var sig signalled
+	if errors.As(context.Cause(ctx), &sig) {
+		fmt.Fprintf(stderr, "homelock harness: stopped by %v; the cluster is closed and its data removed\n", sig.Signal)
+		return 128 + int(sig.Signal)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "homelock harness: %v\n", err)
 		return 1
@@ -104,7 +119,54 @@ func runHarness(args []string, stdout, stderr io.Writer) int {
 		r.WriteTable(stdout)
 		fmt.Fprintf(stdout, "report: %s\n", filepath.Join(*out, "report.md"))
 	}
-	return 0
+	return checkStatus(r, *check, stderr)
+}
+
+// checkStatus is the exit status of a run that measured: 0, or with check
+// exitMissed when a target was missed (or not measured).
+func checkStatus(r *harness.Report, check bool, stderr io.Writer) int {
+	missed := r.Missed()
+	if !check || len(missed) == 0 {
+		return 0
+	}
+	fmt.Fprintf(stderr, "homelock harness: --check: %d targets missed: %s\n", len(missed), strings.Join(missed, "; "))
+	return exitMissed
+}
+
+const exitMissed = 3
+
+// signalled is the cause of a context ended by a signal.
+type signalled struct{ syscall.Signal }
+
+func (s signalled) Error() string { return s.Signal.String() + " signal received" }
+
+// onSignal is signal.NotifyContext with the signal kept as the context's
+// cause, so that the command can exit as a process killed by it would
+// (128 + its number: 130 for SIGINT, 143 for SIGTERM). After the first
+// signal the default action is restored: a second one stops the run at once,
+// leaving its data for the next run to remove.
+func onSignal(parent context.Context, stderr io.Writer) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-ch:
+			signal.Stop(ch)
+			fmt.Fprintf(stderr, "homelock harness: %v: cleaning up (again to quit at once)\n", s)
+			cancel(signalled{s.(syscall.Signal)})
+		case <-done:
+		}
+	}()
+	var once sync.Once
+	return ctx, func() {
+		once.Do(func() {
+			signal.Stop(ch)
+			close(done)
+			cancel(nil)
+		})
+	}
 }
 
 // profilePhase starts a CPU profile into path and returns what stops it; a

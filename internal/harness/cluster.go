@@ -26,9 +26,10 @@ type cluster struct {
 	cfgs  []homelock.Config
 	nodes []*homelock.Node
 	kvs   []*clustertest.KV
-	// available is when every node first had a usable epoch: that epoch was
-	// learned no later.
-	available time.Time
+	// settled is when the cluster last had a usable epoch: when it became
+	// available, or when a restarted node first granted (that epoch was
+	// learned no later).
+	settled time.Time
 }
 
 const operation = "harness"
@@ -40,17 +41,6 @@ func freeAddr() (string, error) {
 	}
 	defer l.Close()
 	return l.Addr().String(), nil
-}
-
-// tempRoot prefers tmpfs, so that the store's synced writes measure the lock
-// and not this machine's disk.
-func tempRoot(dir string) (string, error) {
-	if dir == "" {
-		if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-			dir = "/dev/shm"
-		}
-	}
-	return os.MkdirTemp(dir, "homelock-harness-")
 }
 
 func nodeConfig(root, id string, ring *fence.KeyRing) (homelock.Config, error) {
@@ -74,6 +64,8 @@ func nodeConfig(root, id string, ring *fence.KeyRing) (homelock.Config, error) {
 	return c, nil
 }
 
+// startCluster opens size nodes with their stores under root, and waits until
+// every node is available. On an error it leaves nothing open and root gone.
 func startCluster(ctx context.Context, root string, size int) (*cluster, error) {
 	c := &cluster{dir: root, keys: fence.NewKeyRing(), net: clustertest.NewKVNet()}
 	secret := make([]byte, 32)
@@ -83,6 +75,9 @@ func startCluster(ctx context.Context, root string, size int) (*cluster, error) 
 	if err := c.keys.Add("harness-1", secret); err != nil {
 		return nil, err
 	}
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return nil, err
+	}
 	var ids []string
 	for i := range size {
 		ids = append(ids, fmt.Sprintf("n%d", i+1))
@@ -90,6 +85,7 @@ func startCluster(ctx context.Context, root string, size int) (*cluster, error) 
 	for i, id := range ids {
 		cfg, err := nodeConfig(root, id, c.keys)
 		if err != nil {
+			c.close()
 			return nil, err
 		}
 		cfg.Bootstrap, cfg.InitialMembers = true, ids
@@ -123,9 +119,10 @@ func startCluster(ctx context.Context, root string, size int) (*cluster, error) 
 		c.kvs[i].Attach(c.nodes[i])
 	}
 	if err := c.waitAvailable(ctx); err != nil {
-		return c, err
+		c.close()
+		return nil, err
 	}
-	c.available = time.Now()
+	c.settled = time.Now()
 	return c, nil
 }
 
@@ -177,20 +174,24 @@ func (c *cluster) keyHomedAt(r *epoch.Ring, want string, other bool, prefix stri
 
 // close kills every node: the whole cluster goes away with its data, so
 // there is no one to hand keys off to, and a clean Close would linger
-// EpochLease + Skew for drain queries nobody sends.
+// EpochLease + Skew for drain queries nobody sends. Then it removes the
+// cluster's directory. A second close does nothing.
 func (c *cluster) close() {
 	var wg sync.WaitGroup
-	for _, n := range c.nodes {
+	for i, n := range c.nodes {
 		if n != nil {
 			wg.Go(func() { _ = n.Close(killed(context.Background())) })
+			c.nodes[i] = nil
 		}
 	}
 	wg.Wait()
-	for _, kv := range c.kvs {
+	for i, kv := range c.kvs {
 		if kv != nil {
 			_ = kv.Close()
+			c.kvs[i] = nil
 		}
 	}
+	_ = os.RemoveAll(c.dir)
 }
 
 // delegationMsgs sums, over every node, the messages and bytes sent of the

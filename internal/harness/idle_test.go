@@ -31,8 +31,7 @@ func BenchmarkIdleDelegations(b *testing.B) {
 }
 
 func benchIdle(b *testing.B, ring *fence.KeyRing) {
-	var r Report
-	n, err := holdIdle(context.Background(), b.TempDir(), b.N, ring, &r)
+	n, idle, err := holdIdle(context.Background(), b.TempDir(), b.N, ring)
 	if n != nil {
 		defer n.Close(context.Background())
 	}
@@ -50,6 +49,6 @@ func benchIdle(b *testing.B, ring *fence.KeyRing) {
 		}
 		f.Close()
 	}
-	b.ReportMetric(r.BytesPerIdleDelegation, "B/delegation")
+	b.ReportMetric(idle.bytesPer, "B/delegation")
 	b.ReportMetric(0, "ns/op")
 }

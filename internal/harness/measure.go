@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/homelock/homelock"
 	clustertest "github.com/homelock/homelock/cluster_test"
@@ -21,8 +23,11 @@ import (
 
 func newHist() *hdr.Histogram { return hdr.New(1, int64(60*time.Second), 3) }
 
-// repeatLock: lock+unlock of a key whose delegation node 0 already holds.
-func (c *cluster) repeatLock(ctx context.Context, r *Report, d time.Duration) error {
+// repeatLock: lock+unlock of a key whose delegation node 0 already holds,
+// timed one by one for the latency, then counted without the clock for the
+// throughput, of one goroutine and of parallel goroutines each on its own
+// key (the repeat path should scale across cores).
+func (c *cluster) repeatLock(ctx context.Context, r *Report, d time.Duration, parallel int) error {
 	n := c.nodes[0]
 	key := "repeat"
 	h, err := n.Lock(ctx, key)
@@ -32,9 +37,11 @@ func (c *cluster) repeatLock(ctx context.Context, r *Report, d time.Duration) er
 	_ = h.Unlock()
 	hist := newHist()
 	before, _ := c.delegationMsgs()
-	count := 0
 	end := time.Now().Add(d)
 	for time.Now().Before(end) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		for range 1024 {
 			t0 := time.Now()
 			h, err := n.Lock(ctx, key)
@@ -44,53 +51,129 @@ func (c *cluster) repeatLock(ctx context.Context, r *Report, d time.Duration) er
 			_ = h.Unlock()
 			_ = hist.RecordValue(max(1, time.Since(t0).Nanoseconds()))
 		}
-		count += 1024
 	}
 	after, _ := c.delegationMsgs()
-	r.RepeatLockNsP50 = float64(hist.ValueAtQuantile(50))
-	r.RepeatLockNsP99 = float64(hist.ValueAtQuantile(99))
-	r.RepeatLockMsgs = float64(after - before)
-	r.RepeatLocks = float64(count)
-	r.latencies["repeat lock (ns)"] = hist
+	r.record("repeat_lock_ns_p50", float64(hist.ValueAtQuantile(50)))
+	r.record("repeat_lock_ns_p99", float64(hist.ValueAtQuantile(99)))
+	r.record("repeat_lock_msgs", float64(after-before))
+	r.recordLatency("repeat lock+unlock", hist)
+
+	one, err := repeatOps(ctx, n, []string{key}, d/2)
+	if err != nil {
+		return err
+	}
+	keys := make([]string, parallel)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("repeat-%d", i)
+	}
+	many, err := repeatOps(ctx, n, keys, d/2)
+	if err != nil {
+		return err
+	}
+	r.record("repeat_lock_ops_per_s", one)
+	r.record("repeat_lock_parallel_ops_per_s", many)
+	r.record("repeat_lock_scaling", many/one)
 	return nil
 }
 
+// repeatOps is the repeat locks per second of one goroutine per key, all on
+// node n, for d: each key's delegation is taken first, outside the count.
+func repeatOps(ctx context.Context, n *homelock.Node, keys []string, d time.Duration) (float64, error) {
+	for _, k := range keys {
+		h, err := n.Lock(ctx, k)
+		if err != nil {
+			return 0, err
+		}
+		_ = h.Unlock()
+	}
+	var ops atomic.Uint64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	start := time.Now()
+	end := start.Add(d)
+	for _, k := range keys {
+		wg.Go(func() {
+			done := uint64(0)
+			defer func() { ops.Add(done) }()
+			for time.Now().Before(end) && ctx.Err() == nil {
+				for range 256 {
+					h, err := n.Lock(ctx, k)
+					if err != nil {
+						firstErr.CompareAndSwap(nil, err)
+						return
+					}
+					_ = h.Unlock()
+					done++
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err, ok := firstErr.Load().(error); ok {
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	return float64(ops.Load()) / elapsed.Seconds(), nil
+}
+
 // firstLock: uncontended acquisitions of fresh keys from node 0, with the
-// home on another node and on node 0 itself; also the wire cost of one.
+// home on another node and on node 0 itself; also the wire cost of one. Each
+// remote acquisition follows a plain gRPC unary round trip on the same
+// loopback, so that the two see the same load on a shared machine.
 func (c *cluster) firstLock(ctx context.Context, r *Report, samples int) error {
+	ping, err := newUnaryPing(ctx)
+	if err != nil {
+		return fmt.Errorf("gRPC round trip: %w", err)
+	}
+	defer ping.close()
 	ring := c.ring(0)
 	self := c.nodes[0].ID()
 	next := 0
+	rtt := newHist()
 	for _, remote := range []bool{true, false} {
 		hist := newHist()
 		msgs0, bytes0 := c.delegationMsgs()
 		for range samples {
+			if remote {
+				d, err := ping.roundTrip(ctx)
+				if err != nil {
+					return fmt.Errorf("gRPC round trip: %w", err)
+				}
+				_ = rtt.RecordValue(max(1, d.Nanoseconds()))
+			}
 			key := c.keyHomedAt(ring, self, remote, "first", &next)
 			t0 := time.Now()
 			h, err := c.nodes[0].Lock(ctx, key)
 			if err != nil {
 				return err
 			}
-			_ = hist.RecordValue(max(1, time.Since(t0).Microseconds()))
+			_ = hist.RecordValue(max(1, time.Since(t0).Nanoseconds()))
 			_ = h.Unlock()
 		}
 		msgs1, bytes1 := c.delegationMsgs()
 		if remote {
-			r.FirstLockRemoteUsP50 = float64(hist.ValueAtQuantile(50))
-			r.FirstLockRemoteUsP99 = float64(hist.ValueAtQuantile(99))
+			r.record("first_lock_remote_us_p50", us(hist.ValueAtQuantile(50)))
+			r.record("first_lock_remote_us_p99", us(hist.ValueAtQuantile(99)))
 			// The delegations lapse later with one Release each, outside
 			// this window: count it, so a lock's whole cost is here.
-			r.MsgsPerAcquisition = float64(msgs1-msgs0)/float64(samples) + 1
-			r.BytesPerAcquisition = float64(bytes1-bytes0) / float64(samples)
-			r.latencies["first lock, remote home (µs)"] = hist
+			r.record("msgs_per_acquisition", float64(msgs1-msgs0)/float64(samples)+1)
+			r.record("bytes_per_acquisition", float64(bytes1-bytes0)/float64(samples))
+			r.recordLatency("first lock, remote home", hist)
 		} else {
-			r.FirstLockLocalUsP50 = float64(hist.ValueAtQuantile(50))
-			r.FirstLockLocalUsP99 = float64(hist.ValueAtQuantile(99))
-			r.latencies["first lock, local home (µs)"] = hist
+			r.record("first_lock_local_us_p50", us(hist.ValueAtQuantile(50)))
+			r.recordLatency("first lock, local home", hist)
 		}
 	}
+	r.record("grpc_unary_us_p50", us(rtt.ValueAtQuantile(50)))
+	r.recordLatency("gRPC unary round trip", rtt)
 	return nil
 }
+
+// us is a histogram's nanoseconds in microseconds.
+func us(ns int64) float64 { return float64(ns) / 1e3 }
 
 // increment reads the counter under h and writes it plus one.
 func increment(ctx context.Context, kv *clustertest.KV, h *homelock.Handle, key string) error {
@@ -107,8 +190,7 @@ func increment(ctx context.Context, kv *clustertest.KV, h *homelock.Handle, key 
 }
 
 // hotKey: workers on every node do read-increment-write of one counter.
-func (c *cluster) hotKey(ctx context.Context, r *Report, d time.Duration, workers int) error {
-	key := "hot"
+func (c *cluster) hotKey(ctx context.Context, r *Report, key string, d time.Duration, workers int) error {
 	hist := newHist()
 	var mu sync.Mutex
 	perNode := make([]uint64, len(c.nodes))
@@ -138,7 +220,7 @@ func (c *cluster) hotKey(ctx context.Context, r *Report, d time.Duration, worker
 					mu.Lock()
 					if err == nil {
 						perNode[i]++
-						_ = hist.RecordValue(max(1, admitted.Sub(t0).Microseconds()))
+						_ = hist.RecordValue(max(1, admitted.Sub(t0).Nanoseconds()))
 					}
 					tokens[h.Token()] = tokens[h.Token()].add(admitted, unlocked)
 					mu.Unlock()
@@ -152,26 +234,25 @@ func (c *cluster) hotKey(ctx context.Context, r *Report, d time.Duration, worker
 	}
 	msgs1, bytes1 := c.delegationMsgs()
 	grants := float64(len(tokens))
-	r.HotKeyHandoffsPerS = grants / d.Seconds()
-	r.HotKeyUpdatesPerS = float64(acked.Load()) / d.Seconds()
-	r.HotKeyWaitUsP50 = float64(hist.ValueAtQuantile(50))
-	r.HotKeyWaitUsP99 = float64(hist.ValueAtQuantile(99))
-	r.latencies["hot key wait (µs)"] = hist
-	r.HotKeyHoldUsP50, r.HotKeyGapUsP50 = handoffParts(tokens)
+	r.record("hot_key_handoffs_per_s", grants/d.Seconds())
+	r.record("hot_key_updates_per_s", float64(acked.Load())/d.Seconds())
+	r.record("hot_key_wait_us_p50", us(hist.ValueAtQuantile(50)))
+	r.record("hot_key_wait_us_p99", us(hist.ValueAtQuantile(99)))
+	r.recordLatency("hot key wait", hist)
+	hold, gap := handoffParts(tokens)
+	r.record("hot_key_hold_us_p50", hold)
+	r.record("hot_key_gap_us_p50", gap)
 	if grants > 0 {
-		r.MsgsPerHandoff = float64(msgs1-msgs0) / grants
-		r.BytesPerHandoff = float64(bytes1-bytes0) / grants
+		r.record("msgs_per_handoff", float64(msgs1-msgs0)/grants)
+		r.record("bytes_per_handoff", float64(bytes1-bytes0)/grants)
 	}
 	var sum, sq float64
-	r.HotKeyShares = nil
 	for _, v := range perNode {
-		share := float64(v) / float64(max(1, acked.Load()))
-		r.HotKeyShares = append(r.HotKeyShares, share)
 		sum += float64(v)
 		sq += float64(v) * float64(v)
 	}
 	if sq > 0 {
-		r.HotKeyFairnessJain = sum * sum / (float64(len(perNode)) * sq)
+		r.record("hot_key_fairness_jain", sum*sum/(float64(len(perNode))*sq))
 	}
 	// Lost updates: every replica must end at the acknowledged count.
 	want := acked.Load()
@@ -184,6 +265,9 @@ func (c *cluster) hotKey(ctx context.Context, r *Report, d time.Duration, worker
 			if len(v) == 8 {
 				got = binary.BigEndian.Uint64(v)
 			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 			if got == want || time.Now().After(deadline) {
 				if got != want {
 					lost = max(lost, diff(want, got))
@@ -193,7 +277,7 @@ func (c *cluster) hotKey(ctx context.Context, r *Report, d time.Duration, worker
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	r.HotKeyLostUpdates = float64(lost)
+	r.record("hot_key_lost_updates", float64(lost))
 	return nil
 }
 
@@ -271,7 +355,7 @@ func (c *cluster) manyKeys(ctx context.Context, d time.Duration, workers, keys i
 					if err == nil {
 						ops.Add(1)
 						mu.Lock()
-						_ = hist.RecordValue(max(1, time.Since(t0).Microseconds()))
+						_ = hist.RecordValue(max(1, time.Since(t0).Nanoseconds()))
 						mu.Unlock()
 					}
 				}
@@ -287,22 +371,34 @@ func (c *cluster) manyKeys(ctx context.Context, d time.Duration, workers, keys i
 
 // storeWrites measures a store's plain write throughput on its own Pebble
 // (unsynced, so that CPU, not the disk, is what homelock could take away):
-// the writes per second of each of storeWindows windows of d. The memtable
-// is large enough that no flush or compaction lands in a sample: their
-// timing, not homelock, swung the ratio by ±10% from run to run.
-func storeWrites(dir string, d time.Duration) ([]float64, error) {
-	db, err := pebble.Open(dir, &pebble.Options{Logger: quiet{}, MemTableSize: 512 << 20})
+// the writes per second of each of storeWindows windows of at most d/
+// storeWindows and storeMaxWrites/storeWindows writes. The sample's directory
+// is removed when it ends.
+//
+// Its footprint is bounded however fast the machine: the write cap bounds
+// the memtables and the WAL to some 50 MB each, and the WAL is not
+// preallocated. Pebble sizes each WAL to 110% of MemTableSize and starts a
+// new one at every memtable rotation (the memtable grows from 256 KiB by
+// doubling), and on tmpfs a preallocation is RAM: with a 512 MiB memtable one
+// two-second sample held 5-6 GB of /dev/shm. The rotations' small flushes
+// land in the first windows; the median window keeps them out.
+func storeWrites(ctx context.Context, dir string, d time.Duration) ([]float64, error) {
+	defer os.RemoveAll(dir)
+	db, err := pebble.Open(dir, &pebble.Options{Logger: quiet{}, MemTableSize: storeMemTable, FS: noPrealloc{vfs.Default}})
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close()
 	val := make([]byte, 64)
 	n := 0
-	window := d / storeWindows
+	window, perWindow := d/storeWindows, storeMaxWrites/storeWindows
 	rates := make([]float64, 0, storeWindows)
 	for range storeWindows {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		start, done := time.Now(), 0
-		for time.Since(start) < window {
+		for done < perWindow && time.Since(start) < window {
 			for range 256 {
 				k := binary.BigEndian.AppendUint64([]byte("w"), uint64(n%100000))
 				if err := db.Set(k, val, pebble.NoSync); err != nil {
@@ -317,14 +413,43 @@ func storeWrites(dir string, d time.Duration) ([]float64, error) {
 	return rates, nil
 }
 
-const storeWindows = 8
+const (
+	storeWindows   = 8
+	storeMaxWrites = 400_000
+	// storeMemTable is more than the cap's writes fill, so that no
+	// memtable reaches its limit in a sample.
+	storeMemTable = 64 << 20
+)
 
-// median of xs (which it sorts).
+// noPrealloc is a file system whose files ignore Pebble's preallocation.
+type noPrealloc struct{ vfs.FS }
+
+func (fs noPrealloc) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.Create(name, category)
+	if err != nil {
+		return nil, err
+	}
+	return noPreallocFile{f}, nil
+}
+
+func (fs noPrealloc) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.ReuseForWrite(oldname, newname, category)
+	if err != nil {
+		return nil, err
+	}
+	return noPreallocFile{f}, nil
+}
+
+type noPreallocFile struct{ vfs.File }
+
+func (noPreallocFile) Preallocate(offset, length int64) error { return nil }
+
+// median of xs (-1 for none).
 func median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return -1
 	}
-	slices.Sort(xs)
+	xs = slices.Sorted(slices.Values(xs))
 	if n := len(xs); n%2 == 0 {
 		return (xs[n/2-1] + xs[n/2]) / 2
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -34,18 +35,21 @@ func (c *cluster) lockUntil(ctx context.Context, i int, key string) (time.Time, 
 // it stays a member of the epoch, where a clean Close would hand its keys off
 // and leave), and measures from the start of the restart to the first grant
 // of a key it homes by the restarted home.
-func (c *cluster) reclaim(ctx context.Context, r *Report) error {
+func (c *cluster) reclaim(ctx context.Context, r *Report, round int) error {
 	const home = 1
 	next := 0
-	key := c.keyHomedAt(c.ring(0), c.nodes[home].ID(), false, "reclaim", &next)
+	key := c.keyHomedAt(c.ring(0), c.nodes[home].ID(), false, fmt.Sprintf("reclaim-%d", round), &next)
 	if _, err := c.lockUntil(ctx, 0, key); err != nil {
 		return err
 	}
 	// Reclaim may skip the restart gate only once the home persisted that
-	// the epoch's own gate had passed (DESIGN "Restart"); with short phases
-	// the restart can come sooner, and would measure the gate instead.
+	// the epoch's own gate had passed (DESIGN "Restart"), EpochLease + Skew
+	// after it learned the epoch; sooner, the restart would measure the
+	// gate instead. That wait counts from the last restart too, of any
+	// node: a restart of node 2 under EpochLease after node 1's waited out
+	// the whole gate (8.4 s).
 	cfg0 := c.cfgs[home]
-	if err := sleepUntil(ctx, c.available.Add(cfg0.EpochLease+cfg0.Skew+2*cfg0.RetryInterval)); err != nil {
+	if err := sleepUntil(ctx, c.settled.Add(cfg0.EpochLease+cfg0.Skew+2*cfg0.RetryInterval)); err != nil {
 		return err
 	}
 	inc := c.nodes[home].Incarnation()
@@ -63,12 +67,14 @@ func (c *cluster) reclaim(ctx context.Context, r *Report) error {
 	if n.Incarnation() <= inc {
 		return fmt.Errorf("incarnation %d after restart, was %d", n.Incarnation(), inc)
 	}
-	key2 := c.keyHomedAt(c.ring(0), n.ID(), false, "reclaim", &next)
+	key2 := c.keyHomedAt(c.ring(0), n.ID(), false, fmt.Sprintf("reclaim-%d", round), &next)
 	at, err := c.lockUntil(ctx, 0, key2)
 	if err != nil {
 		return err
 	}
-	r.ReclaimMs = float64(at.Sub(start).Microseconds()) / 1000
+	// It granted, so every epoch its restart brought is learned by now.
+	c.settled = at
+	r.record("reclaim_ms", ms(at.Sub(start)))
 	return nil
 }
 
@@ -99,14 +105,16 @@ func (c *cluster) rehome(ctx context.Context, r *Report) error {
 		return fmt.Errorf("node 0 never learned an epoch without %s", gone)
 	}
 	cfg := c.cfgs[0]
-	r.RehomeMs = float64(at.Sub(start).Microseconds()) / 1000
-	r.RehomeDetectMs = float64(agreed.Sub(start).Microseconds()) / 1000
+	r.record("rehome_ms", ms(at.Sub(start)))
+	r.record("rehome_detect_ms", ms(agreed.Sub(start)))
 	// The new home's gate ends exactly at detection + EpochLease + Skew (as
 	// it learned the epoch), so a grant can only follow it: the bound allows
 	// the grant's own latency, one RetryInterval.
-	r.RehomeBoundMs = float64((agreed.Sub(start) + cfg.EpochLease + cfg.Skew + cfg.RetryInterval).Microseconds()) / 1000
+	r.record("rehome_bound_ms", ms(agreed.Sub(start)+cfg.EpochLease+cfg.Skew+cfg.RetryInterval))
 	return nil
 }
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // epochWithout polls node i until its learned epoch no longer has member id,
 // and returns when it saw that (zero if ctx ended first).
@@ -153,20 +161,34 @@ func killed(ctx context.Context) context.Context {
 // each costs. A single node with long leases: keys homed there, so both the
 // home's table entry and the holder's state are counted.
 func idleDelegations(ctx context.Context, dir string, count int, r *Report) error {
-	n, err := holdIdle(ctx, dir, count, nil, r)
+	defer os.RemoveAll(dir)
+	n, idle, err := holdIdle(ctx, dir, count, nil)
 	if n != nil {
-		n.Close(context.Background())
+		n.Close(killed(context.Background()))
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	r.record("idle_delegations", float64(idle.held))
+	r.record("heap_per_idle_delegation", idle.bytesPer)
+	return nil
+}
+
+// idleHeap is what holdIdle measured: the delegations held, and the live heap
+// each added.
+type idleHeap struct {
+	held     int
+	bytesPer float64
 }
 
 // holdIdle is idleDelegations that leaves the node open (nil on a failed
 // start), so that a test can look at its heap while the delegations are held.
 // With a key ring the grants are signed, as a deployment's would be.
-func holdIdle(ctx context.Context, dir string, count int, ring *fence.KeyRing, r *Report) (*homelock.Node, error) {
+func holdIdle(ctx context.Context, dir string, count int, ring *fence.KeyRing) (*homelock.Node, idleHeap, error) {
+	var m idleHeap
 	cfg, err := nodeConfig(dir, "mem", ring)
 	if err != nil {
-		return nil, err
+		return nil, m, err
 	}
 	cfg.DataDir = filepath.Join(dir, "mem")
 	cfg.Bootstrap, cfg.InitialMembers = true, []string{"mem"}
@@ -177,11 +199,11 @@ func holdIdle(ctx context.Context, dir string, count int, ring *fence.KeyRing, r
 	cfg.MaxDelegations, cfg.MaxPerRequester = count+1, count+1
 	n, err := homelock.Open(ctx, cfg)
 	if err != nil {
-		return nil, err
+		return nil, m, err
 	}
 	for !n.Status().Available {
 		if ctx.Err() != nil {
-			return n, ctx.Err()
+			return n, m, ctx.Err()
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -194,15 +216,14 @@ func holdIdle(ctx context.Context, dir string, count int, ring *fence.KeyRing, r
 		k := fmt.Sprintf("idle-%08d", i)
 		h, err := n.Lock(ctx, k)
 		if err != nil {
-			return n, fmt.Errorf("idle delegation %s: %w", k, err)
+			return n, m, fmt.Errorf("idle delegation %s: %w", k, err)
 		}
 		_ = h.Unlock()
 	}
 	after := heapInUse()
-	held := n.Stats().Held
-	r.IdleDelegations = float64(held)
-	if held > 0 {
-		r.BytesPerIdleDelegation = float64(int64(after)-int64(before)) / float64(held)
+	m.held = n.Stats().Held
+	if m.held > 0 {
+		m.bytesPer = float64(int64(after)-int64(before)) / float64(m.held)
 	}
-	return n, nil
+	return n, m, nil
 }

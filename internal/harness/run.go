@@ -3,22 +3,26 @@ package harness
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
+	"runtime/debug"
 	"time"
-
-	hdr "github.com/HdrHistogram/hdrhistogram-go"
 )
 
 // Options are the harness's knobs.
 type Options struct {
-	// Duration is the length of each timed phase (hot key, many keys, and
-	// the store-throughput samples).
-	Duration    time.Duration
+	// Duration is the length of each timed phase with many workers (hot
+	// key, many keys); the short samples (repeat lock, store throughput)
+	// take min(Duration, 1s).
+	Duration time.Duration
+	// Repeat is how many times each repeated phase runs; the report gives
+	// the median and the spread.
+	Repeat      int
 	Nodes       int
 	Keys        int
 	Workers     int
 	Delegations int
+	// Parallel is the goroutines of the parallel repeat lock, each on its
+	// own key.
+	Parallel int
 	// Dir is where the temporary data directory goes ("" : tmpfs if any).
 	Dir string
 	// Progress, if set, is told each phase as it starts.
@@ -30,137 +34,167 @@ type Options struct {
 
 // DefaultOptions are `homelock harness` without flags.
 func DefaultOptions() Options {
-	return Options{Duration: 5 * time.Second, Nodes: 3, Keys: 64, Workers: 4, Delegations: 1_000_000}
+	return Options{Duration: 3 * time.Second, Repeat: 3, Nodes: 3, Keys: 64, Workers: 4, Delegations: 1_000_000, Parallel: 8}
 }
 
-// Run starts the cluster, measures everything, and removes its data.
-func Run(ctx context.Context, o Options) (*Report, error) {
+// Validate says what is wrong with o, in the command's flag names.
+func (o Options) Validate() error {
 	if o.Nodes < 3 {
-		return nil, fmt.Errorf("harness: --nodes must be at least 3, got %d", o.Nodes)
+		return fmt.Errorf("--nodes must be at least 3, got %d", o.Nodes)
 	}
-	if o.Duration <= 0 || o.Keys <= 0 || o.Workers <= 0 || o.Delegations <= 0 {
-		return nil, fmt.Errorf("harness: duration, keys, workers and delegations must be positive")
+	for _, f := range []struct {
+		name string
+		ok   bool
+	}{
+		{"--duration", o.Duration > 0}, {"--repeat", o.Repeat > 0}, {"--keys", o.Keys > 0}, {"--workers", o.Workers > 0},
+		{"--parallel", o.Parallel > 0}, {"--delegations", o.Delegations > 0},
+	} {
+		if !f.ok {
+			return fmt.Errorf("%s must be positive", f.name)
+		}
+	}
+	return nil
+}
+
+// short is the length of the short samples.
+func (o Options) short() time.Duration { return min(o.Duration, time.Second) }
+
+// stage is when a phase runs: before the cluster starts, on it, or after it
+// has closed.
+type stage int
+
+const (
+	beforeCluster stage = iota
+	onCluster
+	afterCluster
+)
+
+// phase is one measured part of the run. Phases run in stage order; within
+// a stage the repeated ones run in Repeat rounds (each round runs each of
+// them once, so that a burst of load on a shared machine lands on one
+// repetition of several phases rather than on every repetition of one), then
+// the ones that run once, in list order.
+type phase struct {
+	name  string
+	stage stage
+	// once: the phase runs a single time (it is slow, or it consumes the
+	// cluster: rehome kills a node).
+	once bool
+	// measures are what the phase records, in the report's order.
+	measures []measure
+	run      func(ctx context.Context, e *env) error
+}
+
+// env is what a phase works with.
+type env struct {
+	o  Options
+	r  *Report
+	wd *workDir
+	c  *cluster // nil outside onCluster
+	// round is the repetition under way, from 0.
+	round int
+}
+
+// Run starts the cluster, measures everything, and removes its data: each
+// phase's directory when the phase ends, and the run's directory however Run
+// returns (a cancelled ctx ends the phase under way, closes the cluster and
+// returns ctx's error). The report is summarised even when a phase fails.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if err := o.Validate(); err != nil {
+		return nil, fmt.Errorf("harness: %w", err)
 	}
 	progress := o.Progress
 	if progress == nil {
 		progress = func(string) {}
 	}
-	start := time.Now()
-	root, err := tempRoot(o.Dir)
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(root)
-	r := &Report{Machine: machine(root), latencies: map[string]*hdr.Histogram{}}
-	r.Settings = Settings{Duration: o.Duration.String(), Nodes: o.Nodes, Keys: o.Keys, Workers: o.Workers, Delegations: o.Delegations}
-	setUnmeasured(r)
-
-	sample := min(o.Duration, 2*time.Second)
-	// Write throughput is noisy on a shared machine: each sample is cut
-	// into windows and the median window counts, and the run without
-	// homelock is sampled before the cluster starts and after it stops.
-	progress("store writes without homelock")
-	off, err := storeWrites(filepath.Join(root, "store-off"), sample)
-	if err != nil {
-		return r, err
-	}
-	progress("starting the cluster")
-	c, err := startCluster(ctx, root, o.Nodes)
-	if err != nil {
-		return r, err
-	}
-	defer c.close()
-	cfg := c.cfgs[0]
-	r.Settings.EpochLease, r.Settings.MaxLease, r.Settings.DownAfter = cfg.EpochLease.String(), cfg.MaxLease.String(), cfg.DownAfter.String()
-
-	progress("store writes with homelock idle")
-	idle, err := storeWrites(filepath.Join(root, "store-idle"), sample)
-	if err != nil {
-		return r, err
-	}
-	r.StoreWritesPerSIdle = median(idle)
-
-	steps := []struct {
-		name string
-		run  func() error
-	}{
-		{"repeat lock", func() error { return c.repeatLock(ctx, r, min(o.Duration, 2*time.Second)) }},
-		{"first lock", func() error { return c.firstLock(ctx, r, 1000) }},
-		{"hot key", func() error { return c.hotKey(ctx, r, o.Duration, o.Workers) }},
-		{"many keys", func() error {
-			ops, hist, err := c.manyKeys(ctx, o.Duration, o.Workers, o.Keys, true)
-			if err == nil {
-				r.ManyKeysOpsPerS = ops
-				r.ManyKeysUsP50, r.ManyKeysUsP99 = float64(hist.ValueAtQuantile(50)), float64(hist.ValueAtQuantile(99))
-				r.latencies["many keys op (µs)"] = hist
-			}
-			return err
-		}},
-		{"many keys, lock only", func() error {
-			ops, hist, err := c.manyKeys(ctx, sample, o.Workers, o.Keys, false)
-			if err == nil {
-				r.ManyKeysLockOnlyOpsPerS = ops
-				r.ManyKeysLockOnlyUsP50 = float64(hist.ValueAtQuantile(50))
-			}
-			return err
-		}},
-		{"store writes while locking", func() error {
-			// Its own window, so that the store benchmark's CPU does not
-			// count against the many-keys measure above.
-			done := make(chan float64, 1)
-			go func() {
-				v, _ := storeWrites(filepath.Join(root, "store-locking"), sample)
-				done <- median(v)
-			}()
-			_, _, err := c.manyKeys(ctx, sample, o.Workers, o.Keys, true)
-			r.StoreWritesPerSLocking = <-done
-			return err
-		}},
-		{"reclaim after a home restart", func() error { return c.reclaim(ctx, r) }},
-		{"rehome after a node is killed", func() error { return c.rehome(ctx, r) }},
-	}
 	profile := o.Profile
 	if profile == nil {
 		profile = func(string) func() { return func() {} }
 	}
-	for _, s := range steps {
-		progress(s.name)
-		end := profile(s.name)
-		err := s.run()
-		end()
-		if err != nil {
-			return r, fmt.Errorf("%s: %w", s.name, err)
+	start := time.Now()
+	wd, swept, err := newWorkDir(workParent(o.Dir))
+	for _, d := range swept {
+		progress("removed a dead run's data: " + d)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer wd.remove()
+	r := newReport()
+	r.Machine = machine(wd.path)
+	r.Settings = Settings{Duration: o.Duration.String(), Repeat: o.Repeat, Nodes: o.Nodes, Keys: o.Keys, Workers: o.Workers, Parallel: o.Parallel, Delegations: o.Delegations}
+	phases := phaseList(o)
+	e := &env{o: o, r: r, wd: wd}
+	defer func() {
+		if e.c != nil {
+			e.c.close()
 		}
-	}
-	c.close()
-	progress("store writes without homelock, again")
-	off2, err := storeWrites(filepath.Join(root, "store-off-2"), sample)
-	if err != nil {
-		return r, err
-	}
-	r.StoreWritesPerSOff = median(append(off, off2...))
-	r.FeatureOffRatio = r.StoreWritesPerSIdle / r.StoreWritesPerSOff
+	}()
 
-	progress(fmt.Sprintf("%d idle delegations", o.Delegations))
-	end := profile("idle delegations")
-	err = idleDelegations(ctx, root, o.Delegations, r)
-	end()
-	if err != nil {
-		return r, fmt.Errorf("idle delegations: %w", err)
-	}
+	err = func() error {
+		for _, st := range schedule(phases, o.Repeat) {
+			if st.phase.stage == onCluster && e.c == nil {
+				progress("starting the cluster")
+				c, err := startCluster(ctx, wd.sub("cluster"), o.Nodes)
+				if err != nil {
+					return err
+				}
+				e.c = c
+				cfg := c.cfgs[0]
+				r.Settings.EpochLease, r.Settings.MaxLease, r.Settings.DownAfter = cfg.EpochLease.String(), cfg.MaxLease.String(), cfg.DownAfter.String()
+			}
+			if st.phase.stage == afterCluster && e.c != nil {
+				e.c.close()
+				e.c = nil
+				debug.FreeOSMemory()
+			}
+			name := st.phase.name
+			if !st.phase.once && o.Repeat > 1 {
+				name = fmt.Sprintf("%s (%d/%d)", name, st.round+1, o.Repeat)
+			}
+			progress(name)
+			e.round = st.round
+			end := profile(st.phase.name)
+			err := st.phase.run(ctx, e)
+			end()
+			// What the phase freed goes back to the system, so that the
+			// run's peak is its largest phase, not their sum.
+			debug.FreeOSMemory()
+			if err != nil {
+				return fmt.Errorf("%s: %w", st.phase.name, err)
+			}
+		}
+		return nil
+	}()
 	r.WallSeconds = time.Since(start).Seconds()
-	return r, nil
+	r.finish(phases)
+	return r, err
 }
 
-// setUnmeasured marks every measure -1 until its phase sets it.
-func setUnmeasured(r *Report) {
-	for _, p := range []*float64{&r.RepeatLockNsP50, &r.RepeatLockNsP99, &r.RepeatLockMsgs, &r.FirstLockRemoteUsP50,
-		&r.FirstLockRemoteUsP99, &r.FirstLockLocalUsP50, &r.FirstLockLocalUsP99, &r.HotKeyHandoffsPerS,
-		&r.HotKeyUpdatesPerS, &r.HotKeyFairnessJain, &r.HotKeyWaitUsP50, &r.HotKeyWaitUsP99, &r.HotKeyLostUpdates,
-		&r.ManyKeysOpsPerS, &r.ManyKeysUsP50, &r.ManyKeysUsP99, &r.ManyKeysLockOnlyOpsPerS, &r.ManyKeysLockOnlyUsP50,
-		&r.HotKeyHoldUsP50, &r.HotKeyGapUsP50, &r.MsgsPerAcquisition, &r.BytesPerAcquisition,
-		&r.MsgsPerHandoff, &r.BytesPerHandoff, &r.StoreWritesPerSOff, &r.StoreWritesPerSIdle, &r.StoreWritesPerSLocking,
-		&r.FeatureOffRatio, &r.ReclaimMs, &r.RehomeMs, &r.RehomeDetectMs, &r.RehomeBoundMs, &r.BytesPerIdleDelegation, &r.IdleDelegations} {
-		*p = -1
+// step is one run of a phase.
+type step struct {
+	phase phase
+	round int
+}
+
+// schedule orders the runs of phases: by stage; within a stage, repeat
+// rounds of its repeated phases (in list order), then its phases that run
+// once.
+func schedule(phases []phase, repeat int) []step {
+	var out []step
+	for _, st := range []stage{beforeCluster, onCluster, afterCluster} {
+		for round := range repeat {
+			for _, p := range phases {
+				if p.stage == st && !p.once {
+					out = append(out, step{p, round})
+				}
+			}
+		}
+		for _, p := range phases {
+			if p.stage == st && p.once {
+				out = append(out, step{p, 0})
+			}
+		}
 	}
+	return out
 }
