@@ -140,7 +140,7 @@ func (f *opFilter) mayContain(key []byte) bool {
 	return f.probes(key, func(w int, bit uint64) bool { return f.words[w].Load()&bit != 0 })
 }
 
-// fill adds every key of the operation index.
+// fillOpFilter adds every key of the operation index to the filter.
 func (g *Guard) fillOpFilter() error {
 	lower, upper := g.kindBounds(kindOp)
 	it, err := g.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
@@ -153,8 +153,8 @@ func (g *Guard) fillOpFilter() error {
 	return errors.Join(it.Error(), it.Close())
 }
 
-// opUnused reports whether res has no receipt for opID, reading Pebble only
-// when the filter cannot rule it out.
+// opRefAt is opRef of the operation index key key, reading Pebble only when
+// the filter cannot rule the key out.
 func (g *Guard) opRefAt(key []byte, res, opID string) (Token, uint64, bool, error) {
 	if g.ops != nil && !g.ops.mayContain(key) {
 		return Token{}, 0, false, nil

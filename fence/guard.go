@@ -228,9 +228,9 @@ func (g *Guard) checkMutation(m *Mutation) error {
 // called and its batch committed with a WouldRefusal record and the count of
 // its reason, and the fence state is left as it was, so that enforcing the
 // resource later judges every mutation as if this one had not come. The
-// returned Receipt then has WouldRefuse set. Malformed mutations (ErrTooLarge,
-// ErrBadMutation) are refused in either mode: there is nothing to commit them
-// under.
+// returned Receipt then has WouldRefuse set. A mutation over its bounds or
+// missing a field (ErrTooLarge, ErrBadMutation) is refused in either mode:
+// there is nothing to commit it under.
 //
 // A resend of an accepted segment (same token, segment, operation ID and
 // payload) under the current fence returns the original receipt, a nil
