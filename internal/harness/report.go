@@ -67,6 +67,8 @@ type Report struct {
 	BytesPerIdleDelegation float64 `json:"bytes_per_idle_delegation"`
 	IdleDelegations        float64 `json:"idle_delegations"`
 
+	Guard GuardReport `json:"guard"`
+
 	WallSeconds float64 `json:"wall_seconds"`
 	// Latencies keeps the histograms for the plot.
 	latencies map[string]*hdr.Histogram
@@ -108,7 +110,7 @@ type target struct {
 func (r *Report) targets() []target {
 	le := func(x float64) func(float64) bool { return func(v float64) bool { return v <= x } }
 	ge := func(x float64) func(float64) bool { return func(v float64) bool { return v >= x } }
-	return []target{
+	return append([]target{
 		{"repeat lock+unlock p50", "ns", r.RepeatLockNsP50, "≤ 250", le(250)},
 		{"repeat lock messages", "msgs", r.RepeatLockMsgs, "0", le(0)},
 		{"first lock, remote home p50", "µs", r.FirstLockRemoteUsP50, "≤ 100", le(100)},
@@ -129,7 +131,7 @@ func (r *Report) targets() []target {
 		{"rehome: detection (agreed down)", "ms", r.RehomeDetectMs, "", nil},
 		{"rehome after node kill", "ms", r.RehomeMs, fmt.Sprintf("≤ %.0f", r.RehomeBoundMs), le(r.RehomeBoundMs)},
 		{"heap per idle delegation", "B", r.BytesPerIdleDelegation, "≤ 256", le(256)},
-	}
+	}, r.guardTargets()...)
 }
 
 func verdict(t target) string {

@@ -64,6 +64,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return r, err
 	}
+	progress("store writes through the Guard")
+	if r.Guard, err = guardWrites(filepath.Join(root, "guard"), sample); err != nil {
+		return r, err
+	}
 	progress("starting the cluster")
 	c, err := startCluster(ctx, root, o.Nodes)
 	if err != nil {
@@ -86,7 +90,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}{
 		{"repeat lock", func() error { return c.repeatLock(ctx, r, min(o.Duration, 2*time.Second)) }},
 		{"first lock", func() error { return c.firstLock(ctx, r, 1000) }},
-		{"hot key", func() error { return c.hotKey(ctx, r, o.Duration, o.Workers) }},
+		{"hot key", func() error {
+			return c.countWouldRefuse(ctx, r, func() error { return c.hotKey(ctx, r, o.Duration, o.Workers) })
+		}},
 		{"many keys", func() error {
 			ops, hist, err := c.manyKeys(ctx, o.Duration, o.Workers, o.Keys, true)
 			if err == nil {
@@ -163,4 +169,5 @@ func setUnmeasured(r *Report) {
 		&r.FeatureOffRatio, &r.ReclaimMs, &r.RehomeMs, &r.RehomeDetectMs, &r.RehomeBoundMs, &r.BytesPerIdleDelegation, &r.IdleDelegations} {
 		*p = -1
 	}
+	r.Guard = unmeasuredGuard()
 }
