@@ -36,13 +36,15 @@ type stripe struct {
 	max   int // 0: no caching
 }
 
-// entry is what the Guard knows of one resource: its fence state and its
-// mode record, each as stored (found/hasMode false: not stored).
+// entry is what the Guard knows of one resource: its fence state as stored
+// (found false: none), and its mode record, read only when a check fails or
+// the mode is asked for (modeRead false: not read yet), so that a miss on the
+// accepting path costs the reads it did before modes existed.
 type entry struct {
-	st      resourceState
-	found   bool
-	mode    modeRecord
-	hasMode bool
+	st       resourceState
+	found    bool
+	mode     modeRecord // zero if none is stored
+	modeRead bool
 }
 
 // lock takes the stripe of res. A stripe is a channel so that waiting honours
@@ -65,9 +67,6 @@ func (g *Guard) entry(s *stripe, res string) (*entry, error) {
 	e := &entry{}
 	var err error
 	if e.st, e.found, err = g.loadState(res); err != nil {
-		return nil, err
-	}
-	if e.mode, e.hasMode, err = g.loadMode(res); err != nil {
 		return nil, err
 	}
 	if s.max > 0 {

@@ -269,10 +269,12 @@ func (g *Guard) Apply(ctx context.Context, m Mutation, stage func(b *pebble.Batc
 		conflict = rc
 	}
 	if verdict != nil {
-		switch {
-		case ReasonOf(verdict) == ReasonNone: // not a verdict: a read failed
+		if ReasonOf(verdict) == ReasonNone { // not a verdict: a read failed
 			return Receipt{}, verdict
-		case g.mode(e) == ModeShadow:
+		}
+		if mode, err := g.mode(e, m.Resource); err != nil {
+			return Receipt{}, err
+		} else if mode == ModeShadow {
 			return g.shadowCommit(ctx, s, e, &m, gr.Token, digest, verdict, stage)
 		}
 		g.stats.refused[ReasonOf(verdict)].Add(1)

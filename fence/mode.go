@@ -306,12 +306,19 @@ func (g *Guard) anyState() (bool, error) {
 	return found, errors.Join(it.Error(), it.Close())
 }
 
-// mode is the mode that applies to the resource of e.
-func (g *Guard) mode(e *entry) Mode {
-	if e.mode.Mode != 0 {
-		return e.mode.Mode
+// mode is the mode that applies to res, whose entry is e (its stripe held).
+func (g *Guard) mode(e *entry, res string) (Mode, error) {
+	if !e.modeRead {
+		r, _, err := g.loadMode(res)
+		if err != nil {
+			return 0, err
+		}
+		e.mode, e.modeRead = r, true
 	}
-	return g.defaultMode
+	if e.mode.Mode != 0 {
+		return e.mode.Mode, nil
+	}
+	return g.defaultMode, nil
 }
 
 // SetMode sets the mode of resource. Shadow to enforce is a synced write
@@ -337,7 +344,10 @@ func (g *Guard) SetMode(ctx context.Context, resource string, mode Mode) error {
 	if err != nil {
 		return err
 	}
-	cur := g.mode(e)
+	cur, err := g.mode(e, resource)
+	if err != nil {
+		return err
+	}
 	switch {
 	case cur == ModeEnforce && mode != ModeEnforce:
 		return fmt.Errorf("%w: resource %q (highest %s) cannot go to %s", ErrEnforced, resource, e.st.Highest, mode)
@@ -353,7 +363,7 @@ func (g *Guard) SetMode(ctx context.Context, resource string, mode Mode) error {
 		s.forget(resource)
 		return fmt.Errorf("fence: set mode of resource %q: %w", resource, err)
 	}
-	e.mode, e.hasMode = rec, true
+	e.mode = rec
 	return nil
 }
 
@@ -389,6 +399,7 @@ func (g *Guard) WouldRefuse(ctx context.Context, resource string) ([]WouldRefusa
 // on a shadow-mode resource: the business change, the count and a log record,
 // and nothing of the fence state, so that a later enforce judges every
 // mutation as if this one had never come (F1, F5 and F7 see none of it).
+// e.mode has been read (Guard.mode).
 func (g *Guard) shadowCommit(ctx context.Context, s *stripe, e *entry, m *Mutation, claimed Token, digest [32]byte, verdict error, stage func(*pebble.Batch) error) (Receipt, error) {
 	reason := ReasonOf(verdict)
 	if err := ctx.Err(); err != nil {
@@ -437,7 +448,7 @@ func (g *Guard) shadowCommit(ctx context.Context, s *stripe, e *entry, m *Mutati
 		s.forget(m.Resource)
 		return Receipt{}, fmt.Errorf("fence: commit shadow write of resource %q token %s: %w", m.Resource, claimed, err)
 	}
-	e.mode, e.hasMode = rec, true
+	e.mode = rec
 	g.stats.wouldRefuse[reason].Add(1)
 	return Receipt{
 		Resource: m.Resource, OpID: m.OpID, Token: claimed, Segment: m.Segment,

@@ -3,6 +3,7 @@ package fence
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math"
 	"testing"
 
@@ -94,11 +95,26 @@ func fenceState(tb testing.TB, db *pebble.DB, prefix []byte) []byte {
 	return out
 }
 
+// cacheVariants run a test with the Guard's cache and operation filter on
+// (the hit path) and off (every record read from Pebble).
+var cacheVariants = []struct {
+	name string
+	opts GuardOptions
+}{{"cached", GuardOptions{}}, {"uncached", GuardOptions{CacheResources: -1, OpIndexBytes: -1}}}
+
+func withMode(o GuardOptions, m Mode) GuardOptions { o.DefaultMode = m; return o }
+
 func TestEveryRefusalReasonInEnforceMode(t *testing.T) {
+	for _, v := range cacheVariants {
+		t.Run(v.name, func(t *testing.T) { testEveryRefusalReasonInEnforceMode(t, v.opts) })
+	}
+}
+
+func testEveryRefusalReasonInEnforceMode(t *testing.T, opts GuardOptions) {
 	covered := map[Reason]bool{}
 	for _, c := range refusalCases {
 		t.Run(c.reason.String(), func(t *testing.T) {
-			f := newFixture(t, GuardOptions{})
+			f := newFixture(t, opts)
 			bad, next := c.setup(f)
 			err := f.refused(bad, c.reason.Err())
 			check.Equal(t, c.reason, ReasonOf(err))
@@ -116,10 +132,16 @@ func TestEveryRefusalReasonInEnforceMode(t *testing.T) {
 }
 
 func TestEveryRefusalReasonInShadowMode(t *testing.T) {
+	for _, v := range cacheVariants {
+		t.Run(v.name, func(t *testing.T) { testEveryRefusalReasonInShadowMode(t, withMode(v.opts, ModeShadow)) })
+	}
+}
+
+func testEveryRefusalReasonInShadowMode(t *testing.T, opts GuardOptions) {
 	for _, c := range refusalCases {
 		t.Run(c.reason.String(), func(t *testing.T) {
 			ctx := context.Background()
-			f := newFixture(t, GuardOptions{DefaultMode: ModeShadow})
+			f := newFixture(t, opts)
 			bad, next := c.setup(f)
 			before := fenceState(t, f.db, f.g.prefix)
 			quarantined, err := f.g.Quarantined(ctx, "")
@@ -194,13 +216,7 @@ func TestShadowModeStillRefusesMalformedMutations(t *testing.T) {
 }
 
 func TestModeTransitions(t *testing.T) {
-	ctx := context.Background()
-	type step struct {
-		set     Mode
-		want    error // nil: accepted
-		mode    Mode  // the mode after
-		enforce bool  // EnforcedAt recorded by this step
-	}
+	type step = modeStep
 	for _, c := range []struct {
 		name  string
 		def   Mode
@@ -214,34 +230,57 @@ func TestModeTransitions(t *testing.T) {
 		{"no off mode", ModeShadow, []step{{Mode(0), ErrBadMode, ModeShadow, false}, {Mode(3), ErrBadMode, ModeShadow, false}}},
 		{"no off mode once enforced", ModeEnforce, []step{{Mode(0), ErrBadMode, ModeEnforce, false}, {Mode(255), ErrBadMode, ModeEnforce, false}}},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			f := newFixture(t, GuardOptions{DefaultMode: c.def})
-			a := f.grant(res, "A", tok(1, 1, 1))
-			f.accepted(mut(a, res, "A", "a1", 1, "a1"))
-			for i, s := range c.steps {
-				before := fenceState(t, f.db, f.g.prefix)
-				err := f.g.SetMode(ctx, res, s.set)
-				if s.want == nil {
-					must.NoError(t, err, "step %d", i)
-				} else {
-					must.ErrorIs(t, err, s.want, "step %d", i)
-				}
-				check.Equal(t, before, fenceState(t, f.db, f.g.prefix), "SetMode changed the fence state")
-				in := f.info(res)
-				check.Equal(t, s.mode, in.Mode, "step %d", i)
-				if s.enforce {
-					check.Equal(t, uint64(1), in.EnforcedAt)
-					check.Equal(t, tok(1, 1, 1), in.EnforcedHighest)
-				}
-			}
-			// Durable: a new Guard on the same store sees the same modes.
-			want := f.info(res)
-			g, err := NewGuard(f.db, f.ring, GuardOptions{Prefix: []byte(testPrefix), DefaultMode: c.def})
-			must.NoError(t, err)
-			f.g = g
-			check.Equal(t, want, f.info(res))
-		})
+		for _, v := range cacheVariants {
+			t.Run(c.name+"/"+v.name, func(t *testing.T) { testModeSteps(t, withMode(v.opts, c.def), c.steps) })
+		}
 	}
+}
+
+type modeStep struct {
+	set     Mode
+	want    error // nil: accepted
+	mode    Mode  // the mode after
+	enforce bool  // EnforcedAt recorded by this step
+}
+
+func testModeSteps(t *testing.T, opts GuardOptions, steps []modeStep) {
+	ctx := context.Background()
+	f := newFixture(t, opts)
+	a := f.grant(res, "A", tok(1, 1, 1))
+	f.accepted(mut(a, res, "A", "a1", 1, "a1"))
+	for i, s := range steps {
+		before := fenceState(t, f.db, f.g.prefix)
+		err := f.g.SetMode(ctx, res, s.set)
+		if s.want == nil {
+			must.NoError(t, err, "step %d", i)
+		} else {
+			must.ErrorIs(t, err, s.want, "step %d", i)
+		}
+		check.Equal(t, before, fenceState(t, f.db, f.g.prefix), "SetMode changed the fence state")
+		in := f.info(res)
+		check.Equal(t, s.mode, in.Mode, "step %d", i)
+		if s.enforce {
+			check.Equal(t, uint64(1), in.EnforcedAt)
+			check.Equal(t, tok(1, 1, 1), in.EnforcedHighest)
+		}
+		// And the Guard acts on it: a skipped segment is refused or
+		// committed in shadow.
+		skip := mut(a, res, "A", fmt.Sprintf("skip-%d", i), 99, "skipped")
+		if s.mode == ModeEnforce {
+			f.refused(skip, ErrSegmentOrder)
+		} else {
+			rc, err := f.apply(skip)
+			must.NoError(t, err, "step %d", i)
+			check.Equal(t, ReasonSegmentOrder, rc.WouldRefuse, "step %d", i)
+		}
+	}
+	// Durable: a new Guard on the same store sees the same modes.
+	want := f.info(res)
+	opts.Prefix = []byte(testPrefix)
+	g, err := NewGuard(f.db, f.ring, opts)
+	must.NoError(t, err)
+	f.g = g
+	check.Equal(t, want, f.info(res))
 }
 
 func (f *fixture) info(res string) ResourceInfo {

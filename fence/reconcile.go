@@ -77,7 +77,11 @@ func (g *Guard) Reconcile(ctx context.Context, resource, opID string, sentUnder 
 	if err != nil {
 		return Reconciliation{}, err
 	}
-	out := Reconciliation{Highest: e.st.Highest, Mode: g.mode(e)}
+	mode, err := g.mode(e, resource)
+	if err != nil {
+		return Reconciliation{}, err
+	}
+	out := Reconciliation{Highest: e.st.Highest, Mode: mode}
 	rc, err := g.receiptOf(resource, opID)
 	switch {
 	case err == nil:
