@@ -49,15 +49,17 @@ type entry struct {
 
 // lock takes the stripe of res. A stripe is a channel so that waiting honours
 // ctx.
-func (g *Guard) lock(ctx context.Context, res string) (*stripe, func(), error) {
+func (g *Guard) lock(ctx context.Context, res string) (*stripe, error) {
 	s := &g.stripes[maphash.String(g.seed, res)%lockStripes]
 	select {
 	case s.ch <- struct{}{}:
-		return s, func() { <-s.ch }, nil
+		return s, nil
 	case <-ctx.Done():
-		return nil, nil, fmt.Errorf("fence: resource %q: %w", res, context.Cause(ctx))
+		return nil, fmt.Errorf("fence: resource %q: %w", res, context.Cause(ctx))
 	}
 }
+
+func (s *stripe) unlock() { <-s.ch }
 
 // entry returns res's cache entry (s held), reading it from Pebble on a miss.
 func (g *Guard) entry(s *stripe, res string) (*entry, error) {

@@ -44,11 +44,11 @@ func (g *Guard) Bind(ctx context.Context, resource, domain string, scope Scope) 
 	if err := g.checkBinding(resource, domain, scope); err != nil {
 		return err
 	}
-	s, unlock, err := g.lock(ctx, resource)
+	s, err := g.lock(ctx, resource)
 	if err != nil {
 		return err
 	}
-	defer unlock()
+	defer s.unlock()
 	e, err := g.entry(s, resource)
 	if err != nil {
 		return err
@@ -73,11 +73,11 @@ func (g *Guard) Migrate(ctx context.Context, resource, from, to string) error {
 	if err := g.checkBinding(resource, to, ScopeCluster); err != nil {
 		return err
 	}
-	s, unlock, err := g.lock(ctx, resource)
+	s, err := g.lock(ctx, resource)
 	if err != nil {
 		return err
 	}
-	defer unlock()
+	defer s.unlock()
 	e, err := g.entry(s, resource)
 	if err != nil {
 		return err

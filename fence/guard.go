@@ -247,11 +247,11 @@ func (g *Guard) Apply(ctx context.Context, m Mutation, stage func(b *pebble.Batc
 	gr, root, authErr := g.authenticate(&m)
 	digest := sha256.Sum256(m.Payload)
 
-	s, unlock, err := g.lock(ctx, m.Resource)
+	s, err := g.lock(ctx, m.Resource)
 	if err != nil {
 		return Receipt{}, err
 	}
-	defer unlock()
+	defer s.unlock()
 	e, err := g.entry(s, m.Resource)
 	if err != nil {
 		return Receipt{}, err
@@ -540,11 +540,11 @@ func (g *Guard) Receipt(ctx context.Context, resource, opID string) (Receipt, er
 	if len(resource) > MaxResourceLen || len(opID) > MaxNameLen {
 		return Receipt{}, fmt.Errorf("%w: resource or operation ID over %d/%d bytes", ErrTooLarge, MaxResourceLen, MaxNameLen)
 	}
-	_, unlock, err := g.lock(ctx, resource)
+	s, err := g.lock(ctx, resource)
 	if err != nil {
 		return Receipt{}, err
 	}
-	defer unlock()
+	defer s.unlock()
 	return g.receiptOf(resource, opID)
 }
 

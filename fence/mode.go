@@ -335,11 +335,11 @@ func (g *Guard) SetMode(ctx context.Context, resource string, mode Mode) error {
 	case !mode.valid():
 		return fmt.Errorf("%w: %s for resource %q", ErrBadMode, mode, resource)
 	}
-	s, unlock, err := g.lock(ctx, resource)
+	s, err := g.lock(ctx, resource)
 	if err != nil {
 		return err
 	}
-	defer unlock()
+	defer s.unlock()
 	e, err := g.entry(s, resource)
 	if err != nil {
 		return err

@@ -82,11 +82,11 @@ func (g *Guard) ClearQuarantine(ctx context.Context, resource string) error {
 	if resource == "" || len(resource) > MaxResourceLen {
 		return fmt.Errorf("%w: resource must have 1 to %d bytes", ErrBadMutation, MaxResourceLen)
 	}
-	_, unlock, err := g.lock(ctx, resource)
+	s, err := g.lock(ctx, resource)
 	if err != nil {
 		return err
 	}
-	defer unlock()
+	defer s.unlock()
 	b := g.db.NewBatch()
 	defer b.Close()
 	var n int64

@@ -68,11 +68,11 @@ func (g *Guard) Reconcile(ctx context.Context, resource, opID string, sentUnder 
 	case resource == "" || opID == "":
 		return Reconciliation{}, fmt.Errorf("%w: empty resource or operation ID", ErrBadMutation)
 	}
-	s, unlock, err := g.lock(ctx, resource)
+	s, err := g.lock(ctx, resource)
 	if err != nil {
 		return Reconciliation{}, err
 	}
-	defer unlock()
+	defer s.unlock()
 	e, err := g.entry(s, resource)
 	if err != nil {
 		return Reconciliation{}, err
