@@ -142,6 +142,9 @@ type KVConfig struct {
 	Operation string
 	// Net replicates writes to the other KVs on it.
 	Net *KVNet
+	// GuardMode is the Guard's default mode (fence.GuardOptions.DefaultMode;
+	// zero: enforce).
+	GuardMode fence.Mode
 }
 
 // OpenKV opens (or reopens) a KV and attaches it to its KVNet.
@@ -150,7 +153,7 @@ func OpenKV(cfg KVConfig) (*KV, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kv %s: open pebble: %w", cfg.ID, err)
 	}
-	g, err := fence.NewGuard(db, cfg.KeyRing, fence.GuardOptions{Prefix: kvGuardPrefix, Domain: cfg.Domain})
+	g, err := fence.NewGuard(db, cfg.KeyRing, fence.GuardOptions{Prefix: kvGuardPrefix, Domain: cfg.Domain, DefaultMode: cfg.GuardMode})
 	if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("kv %s: guard: %w", cfg.ID, err)
@@ -205,6 +208,9 @@ func (kv *KV) Attach(n *homelock.Node) { kv.node.Store(n) }
 
 // ID is the KV's node ID.
 func (kv *KV) ID() string { return kv.id }
+
+// Guard is the fence.Guard every write to this KV goes through.
+func (kv *KV) Guard() *fence.Guard { return kv.guard }
 
 // Rejected counts local writes refused: an invalid handle or a fence error.
 func (kv *KV) Rejected() uint64 { return kv.rejected.Load() }

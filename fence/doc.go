@@ -12,7 +12,9 @@
 //     key not retired, and refuses revoked issuer epochs.
 //   - Guard: per resource, in Pebble under a prefix, the lock domain, the
 //     highest fence accepted, the operation root for it, the last segment, and
-//     a receipt per accepted segment, all written in the business write's batch.
+//     a receipt per accepted segment, all written in the business write's batch;
+//     the resource's mode (shadow or enforce); and the answer to "did my
+//     write happen?" after a lost acknowledgement (Reconcile).
 //
 // A lease only grants permission to attempt a write: a paused owner still
 // believes it holds the lock. The resource decides, by refusing every token
@@ -43,18 +45,68 @@
 //	}
 //
 // After a lost acknowledgement the writer asks Receipt(resource, opID) before
-// doing anything else; a long job writes segments 1, 2, 3... under one grant.
+// doing anything else, and a worker taking over asks Reconcile (see Unknown
+// outcomes); a long job writes segments 1, 2, 3... under one grant.
 //
-// Every new operation ID costs a lookup of a key that is not there (the
-// operation index behind F7, below). Configure Bloom filters on every level of the Pebble
-// the Guard shares (UseBloomFilters does it), or that lookup reads a block of
-// every sstable. The Guard remembers grants it
-// verified, by their exact bytes and key ring generation, so segments under
-// one grant pay for one MAC.
+// # What a write costs
+//
+// On the hit path Apply reads nothing from Pebble: it keeps each resource's
+// records in a bounded write-through cache (GuardOptions.CacheResources),
+// and proves a new operation ID unused (F7) with a Bloom filter over the
+// operation index (GuardOptions.OpIndexBytes), which NewGuard fills from the
+// index, so that after a crash it holds exactly what survived. The Guard
+// remembers grants it verified, by their exact bytes and key ring
+// generation, so segments under one grant pay for one MAC. What is left is
+// the payload's SHA-256, three more records in the batch, and the commit.
+//
+// A miss costs two point reads: a resource not in the cache, or an
+// operation ID the filter cannot rule out (past its design load, more of
+// them). The second is a lookup of a key that is not there: configure Bloom
+// filters on every level of the Pebble the Guard shares (UseBloomFilters
+// does it), or that lookup reads a block of every sstable.
+//
+// # Rolling out: shadow, then enforce
+//
+// A resource is in one of two modes. In ModeEnforce a mutation that fails a
+// rule is refused. In ModeShadow every rule is checked the same way, but a
+// mutation that fails one is committed anyway, counted by its Reason
+// (ResourceInfo.WouldRefuse, GuardStats) and logged (WouldRefuse), and the
+// fence state is left exactly as an enforcing Guard that refused it would
+// leave it: so the day the resource is enforced, it judges every mutation as
+// if the shadow commits had never come. A rollout starts with
+// GuardOptions.DefaultMode shadow, watches the would-refuse counts, enforces
+// one low-risk resource (SetMode), widens, and ends with the default enforce.
+//
+// There is no way back. SetMode refuses to move an enforced resource to any
+// other mode, and NewGuard refuses a shadow default on a store whose default
+// was enforce (ErrEnforced). Shadow to enforce is a synced write that records
+// when it happened (ResourceInfo.EnforcedAt). A rollback may change the lock
+// client; it never turns the resource's validation off.
+//
+// # Unknown outcomes
+//
+// A write that times out and whose lease then runs out has an unknown
+// outcome: it may have committed, it may still be in flight, it may be lost.
+// The worker that takes over with a new fence recovers in this order:
+//
+//  1. Fence. Write under the new grant first, a fence-only Apply (stage nil,
+//     segment 1) if there is nothing else to write. From then on the
+//     resource refuses every copy of the old owner's writes still in flight.
+//  2. Reconcile each operation the old owner may have left unknown, with
+//     the fence it was sent under: OutcomeAccepted carries its receipt (reuse
+//     the result, do not redo it); OutcomeRefused proves it did not happen and
+//     never will (redo it, under the new fence, with the same operation ID);
+//     OutcomeNeverSeen means step 1 did not happen, or the resource is in
+//     shadow mode, where nothing proves a write absent: there only a
+//     domain-specific check can decide.
+//
+// Asking before fencing can only answer Accepted or NeverSeen: until a
+// higher fence is accepted, the old write may still arrive and be accepted.
 //
 // # Acceptance rules
 //
-// In order; the first that fails refuses the mutation:
+// In order; the first that fails refuses the mutation (on an enforced
+// resource; a shadow-mode resource commits it and counts the rule):
 //
 //  1. Bounds: every field and the payload within its bound (ErrTooLarge).
 //  2. Authenticity: the grant's MAC verifies under an active key and its issuer
@@ -93,6 +145,8 @@
 //   - F2 a failed check changes nothing: a refused Apply writes no fence state,
 //     no receipt and no business data. The one record a refusal may write is
 //     the quarantine log entry of a conflicting segment, which no check reads.
+//     In shadow mode a failed check commits the business data with a
+//     would-refuse record, and still writes no fence state and no receipt.
 //   - F3 only authentic, bound grants are accepted: MAC under an active key,
 //     issuer epoch not revoked, resource, owner and operation equal.
 //   - F4 one resource, one lock domain: every accepted grant for a resource

@@ -18,7 +18,7 @@ func TestFirstGrantBindsDomain(t *testing.T) {
 	f.refused(mut(f.grant(res, "B", tok(2, 1, 1), func(g *Grant) { g.Domain = "cluster-b"; g.Scope = ScopeNode }), res, "B", "b", 1, "b"), ErrForeignDomain)
 	infos, err := f.g.Resources(context.Background())
 	must.NoError(t, err)
-	check.Equal(t, []ResourceInfo{{Resource: res, Domain: "cluster-b", Scope: ScopeCluster, Highest: tok(1, 1, 1), LastSegment: 1, Accepted: 1}}, infos)
+	check.Equal(t, []ResourceInfo{{Resource: res, Domain: "cluster-b", Scope: ScopeCluster, Highest: tok(1, 1, 1), LastSegment: 1, Accepted: 1, Mode: ModeEnforce}}, infos)
 }
 
 func TestBind(t *testing.T) {

@@ -60,6 +60,16 @@ var (
 	// continue above it.
 	ErrMigrationPending = errors.New("fence: domain migration pending")
 
+	// ErrEnforced is returned by Guard.SetMode for a resource in enforce mode
+	// asked to go to any other mode, and by NewGuard for a shadow default
+	// mode on a store whose default was enforce: once a resource refuses
+	// stale writers, nothing turns its validation off.
+	ErrEnforced = errors.New("fence: resource is enforced; validation cannot be turned off")
+
+	// ErrBadMode is returned by ParseMode, Guard.SetMode and NewGuard for a
+	// mode that is neither ModeShadow nor ModeEnforce.
+	ErrBadMode = errors.New("fence: unknown mode")
+
 	// ErrNoReceipt is returned by Guard.Receipt when the resource holds no
 	// receipt for the operation ID.
 	ErrNoReceipt = errors.New("fence: no receipt")

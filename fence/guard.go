@@ -1,6 +1,7 @@
 package fence
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -43,6 +44,21 @@ type GuardOptions struct {
 	// When it is full, conflicting segments are still refused but no longer
 	// recorded.
 	MaxQuarantine int
+	// DefaultMode is the mode of every resource not given one with SetMode;
+	// 0 means ModeEnforce. It is stored: once a Guard ran with the default
+	// enforce, NewGuard refuses a shadow default (ErrEnforced).
+	DefaultMode Mode
+	// MaxShadowLog bounds the log of shadow-mode commits enforcement would
+	// have refused; 0 means DefaultMaxQuarantine. When it is full they are
+	// still counted but no longer logged.
+	MaxShadowLog int
+	// CacheResources bounds how many resources' records the Guard keeps in
+	// memory; 0 means DefaultCacheResources, negative turns the cache off.
+	CacheResources int
+	// OpIndexBytes is the memory of the filter that proves an operation ID
+	// unused without a read; 0 means DefaultOpIndexBytes, negative turns it
+	// off (every new operation ID costs a point read).
+	OpIndexBytes int
 }
 
 // Mutation is one fenced write as the resource receives it.
@@ -78,6 +94,11 @@ type Receipt struct {
 	PayloadDigest [32]byte
 	// Seq is the mutation's position among all the resource accepted, from 1.
 	Seq uint64
+	// WouldRefuse is set only in what Apply returns for a shadow-mode
+	// resource's mutation that enforcement would have refused: the reason.
+	// Such a mutation is committed with a WouldRefusal record, not a receipt;
+	// Seq and Root are zero and Token is the one in its WouldRefusal.
+	WouldRefuse Reason
 }
 
 // Guard is the sole acceptance point of protected resources: it accepts a
@@ -87,20 +108,27 @@ type Receipt struct {
 // change. See the package documentation for the rules and invariants.
 //
 // Safe for concurrent use; mutations of one resource are serialised. The
-// Guard does not own db and must not be used after db is closed.
+// Guard does not own db and must not be used after db is closed. At most one
+// Guard may use a db and prefix at a time: it caches what it stored there.
 type Guard struct {
-	db         *pebble.DB
-	keys       *KeyRing
-	prefix     []byte
-	domain     string
-	maxPayload int
-	maxQuar    int
+	db          *pebble.DB
+	keys        *KeyRing
+	prefix      []byte
+	domain      string
+	maxPayload  int
+	maxQuar     int
+	maxShadow   int
+	defaultMode Mode
 
 	seed    maphash.Seed
-	stripes [lockStripes]chan struct{}
-	// quarCount is the number of quarantine records, bounded by maxQuar.
-	quarCount atomic.Int64
-	verified  verifiedCache
+	stripes [lockStripes]stripe
+	ops     *opFilter // nil: off
+	// quarCount and shadowCount are the number of quarantine and shadow log
+	// records, bounded by maxQuar and maxShadow.
+	quarCount   atomic.Int64
+	shadowCount atomic.Int64
+	verified    verifiedCache
+	stats       guardCounters
 }
 
 // NewGuard returns a Guard over db that verifies grants with keys.
@@ -116,45 +144,50 @@ func NewGuard(db *pebble.DB, keys *KeyRing, opts GuardOptions) (*Guard, error) {
 		return nil, fmt.Errorf("%w: NewGuard: Domain has %d bytes, max %d", ErrTooLarge, len(opts.Domain), MaxNameLen)
 	case opts.MaxPayload < 0 || opts.MaxPayload > MaxPayloadLimit:
 		return nil, fmt.Errorf("fence: NewGuard: MaxPayload (%d) must be 0 to %d", opts.MaxPayload, MaxPayloadLimit)
-	case opts.MaxQuarantine < 0:
-		return nil, fmt.Errorf("fence: NewGuard: MaxQuarantine (%d) must not be negative", opts.MaxQuarantine)
+	case opts.MaxQuarantine < 0 || opts.MaxShadowLog < 0:
+		return nil, fmt.Errorf("fence: NewGuard: MaxQuarantine (%d) and MaxShadowLog (%d) must not be negative", opts.MaxQuarantine, opts.MaxShadowLog)
+	case opts.DefaultMode != 0 && !opts.DefaultMode.valid():
+		return nil, fmt.Errorf("%w: NewGuard: DefaultMode %s", ErrBadMode, opts.DefaultMode)
+	case opts.OpIndexBytes > MaxOpIndexBytes:
+		return nil, fmt.Errorf("fence: NewGuard: OpIndexBytes (%d) must be at most %d", opts.OpIndexBytes, MaxOpIndexBytes)
 	}
 	g := &Guard{
 		db:         db,
 		keys:       keys,
 		prefix:     append([]byte(nil), opts.Prefix...),
 		domain:     opts.Domain,
-		maxPayload: opts.MaxPayload,
-		maxQuar:    opts.MaxQuarantine,
+		maxPayload: cmp.Or(opts.MaxPayload, DefaultMaxPayload),
+		maxQuar:    cmp.Or(opts.MaxQuarantine, DefaultMaxQuarantine),
+		maxShadow:  cmp.Or(opts.MaxShadowLog, DefaultMaxQuarantine),
 		seed:       maphash.MakeSeed(),
 	}
-	if g.maxPayload == 0 {
-		g.maxPayload = DefaultMaxPayload
-	}
-	if g.maxQuar == 0 {
-		g.maxQuar = DefaultMaxQuarantine
+	perStripe := 0
+	if c := cmp.Or(opts.CacheResources, DefaultCacheResources); c > 0 {
+		perStripe = max(1, c/lockStripes)
 	}
 	for i := range g.stripes {
-		g.stripes[i] = make(chan struct{}, 1)
+		g.stripes[i] = stripe{ch: make(chan struct{}, 1), cache: make(map[string]*entry), max: perStripe}
+	}
+	if err := g.openDefaultMode(cmp.Or(opts.DefaultMode, ModeEnforce)); err != nil {
+		return nil, err
+	}
+	if b := cmp.Or(opts.OpIndexBytes, DefaultOpIndexBytes); b > 0 {
+		g.ops = newOpFilter(max(b, 64))
+		if err := g.fillOpFilter(); err != nil {
+			return nil, err
+		}
 	}
 	n, err := g.countQuarantined()
 	if err != nil {
 		return nil, err
 	}
 	g.quarCount.Store(n)
-	return g, nil
-}
-
-// lock serialises everything that reads and writes one resource's fence. A
-// stripe is a channel so that waiting honours ctx.
-func (g *Guard) lock(ctx context.Context, res string) (unlock func(), err error) {
-	ch := g.stripes[maphash.String(g.seed, res)%lockStripes]
-	select {
-	case ch <- struct{}{}:
-		return func() { <-ch }, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("fence: resource %q: %w", res, context.Cause(ctx))
+	lower, upper := g.kindBounds(kindShadow)
+	if n, err = g.count(lower, upper); err != nil {
+		return nil, err
 	}
+	g.shadowCount.Store(n)
+	return g, nil
 }
 
 func (g *Guard) checkMutation(m *Mutation) error {
@@ -191,6 +224,14 @@ func (g *Guard) checkMutation(m *Mutation) error {
 // written (F2), except that a conflicting resend of an accepted segment is
 // recorded in the quarantine log.
 //
+// On a resource in shadow mode a failed check refuses nothing: stage is
+// called and its batch committed with a WouldRefusal record and the count of
+// its reason, and the fence state is left as it was, so that enforcing the
+// resource later judges every mutation as if this one had not come. The
+// returned Receipt then has WouldRefuse set. A mutation over its bounds or
+// missing a field (ErrTooLarge, ErrBadMutation) is refused in either mode:
+// there is nothing to commit it under.
+//
 // A resend of an accepted segment (same token, segment, operation ID and
 // payload) under the current fence returns the original receipt, a nil
 // error, and does not call stage.
@@ -203,43 +244,51 @@ func (g *Guard) Apply(ctx context.Context, m Mutation, stage func(b *pebble.Batc
 	if err := g.checkMutation(&m); err != nil {
 		return Receipt{}, err
 	}
-	gr, root, err := g.verified.verify(g.keys, m.Signed)
-	if err != nil {
-		return Receipt{}, fmt.Errorf("%w: resource %q", err, m.Resource)
-	}
-	// F3: the proof must be for this resource, this caller and this kind of
-	// operation; a valid grant for another resource is a replay.
-	switch {
-	case gr.Resource != m.Resource:
-		return Receipt{}, fmt.Errorf("%w: grant for resource %q presented for resource %q token %s", ErrBadGrant, gr.Resource, m.Resource, gr.Token)
-	case gr.Owner != m.Owner:
-		return Receipt{}, fmt.Errorf("%w: grant for owner %q presented by %q: resource %q token %s", ErrBadGrant, gr.Owner, m.Owner, m.Resource, gr.Token)
-	case gr.Operation != m.Operation:
-		return Receipt{}, fmt.Errorf("%w: grant for operation %q presented for %q: resource %q token %s", ErrBadGrant, gr.Operation, m.Operation, m.Resource, gr.Token)
-	}
-	if gr.Scope == ScopeNode && g.domain != "" {
-		return Receipt{}, fmt.Errorf("%w: node-scope grant has no cluster guarantee, guard serves cluster domain %q: resource %q token %s", ErrForeignDomain, g.domain, m.Resource, gr.Token)
-	}
+	gr, root, authErr := g.authenticate(&m)
 	digest := sha256.Sum256(m.Payload)
 
-	unlock, err := g.lock(ctx, m.Resource)
+	s, err := g.lock(ctx, m.Resource)
 	if err != nil {
 		return Receipt{}, err
 	}
-	defer unlock()
-
-	st, found, err := g.loadState(m.Resource)
+	defer s.unlock()
+	e, err := g.entry(s, m.Resource)
 	if err != nil {
 		return Receipt{}, err
 	}
-	if rc, replay, err := g.check(&st, found, &gr, root, &m, digest); err != nil || replay {
-		return rc, err
+	opKey := g.opKey(m.Resource, m.OpID)
+	verdict := authErr
+	var conflict Receipt
+	if verdict == nil {
+		var rc Receipt
+		var replay bool
+		rc, replay, verdict = g.check(e, &gr, root, &m, opKey, digest)
+		if replay {
+			return rc, nil
+		}
+		conflict = rc
+	}
+	if verdict != nil {
+		if ReasonOf(verdict) == ReasonNone { // not a verdict: a read failed
+			return Receipt{}, verdict
+		}
+		if mode, err := g.mode(e, m.Resource); err != nil {
+			return Receipt{}, err
+		} else if mode == ModeShadow {
+			return g.shadowCommit(ctx, s, e, &m, gr.Token, digest, verdict, stage)
+		}
+		g.stats.refused[ReasonOf(verdict)].Add(1)
+		if errors.Is(verdict, ErrQuarantined) {
+			return Receipt{}, g.quarantine(&m, gr.Token, digest, conflict)
+		}
+		return Receipt{}, verdict
 	}
 	if err := ctx.Err(); err != nil {
 		return Receipt{}, fmt.Errorf("fence: resource %q token %s: %w", m.Resource, gr.Token, context.Cause(ctx))
 	}
 
-	if !found {
+	st := e.st
+	if !e.found {
 		st.Domain, st.Scope = gr.Domain, gr.Scope
 	}
 	if gr.Token != st.Highest {
@@ -268,25 +317,58 @@ func (g *Guard) Apply(ctx context.Context, m Mutation, stage func(b *pebble.Batc
 	if err := errors.Join(
 		b.Set(g.stateKey(m.Resource), st.encode(), nil),
 		b.Set(g.receiptKey(m.Resource, gr.Token, m.Segment), rc.encode(), nil),
-		b.Set(g.opKey(m.Resource, m.OpID), encodeOpRef(gr.Token, m.Segment), nil),
+		b.Set(opKey, encodeOpRef(gr.Token, m.Segment), nil),
 	); err != nil {
 		return Receipt{}, fmt.Errorf("fence: resource %q token %s: %w", m.Resource, gr.Token, err)
 	}
+	// Into the filter before the commit: if the commit's outcome is unknown,
+	// a false positive costs a read; a false negative would accept the
+	// operation twice (F7).
+	if g.ops != nil {
+		g.ops.add(opKey)
+	}
 	if err := b.Commit(pebble.Sync); err != nil {
+		s.forget(m.Resource)
 		return Receipt{}, fmt.Errorf("fence: commit resource %q token %s: %w", m.Resource, gr.Token, err)
 	}
+	e.st, e.found = st, true
+	g.stats.accepted.Add(1)
 	return rc, nil
+}
+
+// authenticate verifies m's grant and that it binds m (F3), and refuses a
+// node-scope grant where a cluster guarantee is required (F4). It reads no
+// resource state.
+func (g *Guard) authenticate(m *Mutation) (Grant, [32]byte, error) {
+	gr, root, err := g.verified.verify(g.keys, m.Signed)
+	if err != nil {
+		return Grant{}, root, fmt.Errorf("%w: resource %q", err, m.Resource)
+	}
+	// F3: the proof must be for this resource, this caller and this kind of
+	// operation; a valid grant for another resource is a replay.
+	switch {
+	case gr.Resource != m.Resource:
+		err = fmt.Errorf("%w: grant for resource %q presented for resource %q token %s", ErrBadGrant, gr.Resource, m.Resource, gr.Token)
+	case gr.Owner != m.Owner:
+		err = fmt.Errorf("%w: grant for owner %q presented by %q: resource %q token %s", ErrBadGrant, gr.Owner, m.Owner, m.Resource, gr.Token)
+	case gr.Operation != m.Operation:
+		err = fmt.Errorf("%w: grant for operation %q presented for %q: resource %q token %s", ErrBadGrant, gr.Operation, m.Operation, m.Resource, gr.Token)
+	case gr.Scope == ScopeNode && g.domain != "":
+		err = fmt.Errorf("%w: node-scope grant has no cluster guarantee, guard serves cluster domain %q: resource %q token %s", ErrForeignDomain, g.domain, m.Resource, gr.Token)
+	}
+	return gr, root, err
 }
 
 // check applies the acceptance rules to an authenticated grant. It returns
 // replay=true with the original receipt for an exact resend, an error for a
-// refusal, and neither to accept. It writes nothing, except the quarantine
-// record of a conflicting resend.
-func (g *Guard) check(st *resourceState, found bool, gr *Grant, root [32]byte, m *Mutation, digest [32]byte) (Receipt, bool, error) {
+// refusal, and neither to accept. It writes nothing. For a conflicting resend
+// (ErrQuarantined) it returns the receipt that stands beside the error.
+func (g *Guard) check(e *entry, gr *Grant, root [32]byte, m *Mutation, opKey []byte, digest [32]byte) (Receipt, bool, error) {
+	st := &e.st
 	res, tok := m.Resource, gr.Token
 	// F4: one resource, one lock domain. Tokens of two domains have no order
 	// between them, so a foreign grant is refused before any comparison.
-	if !found {
+	if !e.found {
 		if g.domain != "" && gr.Domain != g.domain {
 			return Receipt{}, false, fmt.Errorf("%w: grant from domain %q, guard serves %q: resource %q token %s", ErrForeignDomain, gr.Domain, g.domain, res, tok)
 		}
@@ -326,7 +408,7 @@ func (g *Guard) check(st *resourceState, found bool, gr *Grant, root [32]byte, m
 			return Receipt{}, false, fmt.Errorf("%w: resource %q token %s: the highest fence was accepted under another grant", ErrFenceRegression, res, tok)
 		}
 		if m.Segment <= st.LastSegment {
-			return g.replay(st, m, tok, digest, root)
+			return g.replay(m, tok, digest)
 		}
 		if m.Segment != st.LastSegment+1 {
 			return Receipt{}, false, fmt.Errorf("%w: resource %q token %s segment %d, want %d", ErrSegmentOrder, res, tok, m.Segment, st.LastSegment+1)
@@ -340,7 +422,7 @@ func (g *Guard) check(st *resourceState, found bool, gr *Grant, root [32]byte, m
 
 	// F7: an operation has at most one receipt. Resending it under a new
 	// fence would apply it twice; the caller must ask Receipt instead.
-	if prev, seg, ok, err := g.opRef(res, m.OpID); err != nil {
+	if prev, seg, ok, err := g.opRefAt(opKey, res, m.OpID); err != nil {
 		return Receipt{}, false, err
 	} else if ok {
 		return Receipt{}, false, fmt.Errorf("%w: resource %q token %s: operation %q has a receipt under token %s segment %d", ErrDuplicateOp, res, tok, m.OpID, prev, seg)
@@ -349,7 +431,7 @@ func (g *Guard) check(st *resourceState, found bool, gr *Grant, root [32]byte, m
 }
 
 // replay answers a resend of an accepted segment under the current fence.
-func (g *Guard) replay(st *resourceState, m *Mutation, tok Token, digest, root [32]byte) (Receipt, bool, error) {
+func (g *Guard) replay(m *Mutation, tok Token, digest [32]byte) (Receipt, bool, error) {
 	rc, ok, err := g.receiptAt(m.Resource, tok, m.Segment)
 	if err != nil {
 		return Receipt{}, false, err
@@ -360,7 +442,7 @@ func (g *Guard) replay(st *resourceState, m *Mutation, tok Token, digest, root [
 	if rc.OpID == m.OpID && rc.PayloadDigest == digest {
 		return rc, true, nil
 	}
-	return Receipt{}, false, g.quarantine(m, tok, digest, rc)
+	return rc, false, fmt.Errorf("%w: resource %q token %s segment %d: accepted as operation %q with another payload", ErrQuarantined, m.Resource, tok, m.Segment, rc.OpID)
 }
 
 func (g *Guard) get(key []byte) ([]byte, bool, error) {
@@ -458,11 +540,16 @@ func (g *Guard) Receipt(ctx context.Context, resource, opID string) (Receipt, er
 	if len(resource) > MaxResourceLen || len(opID) > MaxNameLen {
 		return Receipt{}, fmt.Errorf("%w: resource or operation ID over %d/%d bytes", ErrTooLarge, MaxResourceLen, MaxNameLen)
 	}
-	unlock, err := g.lock(ctx, resource)
+	s, err := g.lock(ctx, resource)
 	if err != nil {
 		return Receipt{}, err
 	}
-	defer unlock()
+	defer s.unlock()
+	return g.receiptOf(resource, opID)
+}
+
+// receiptOf is Receipt with the resource's stripe held.
+func (g *Guard) receiptOf(resource, opID string) (Receipt, error) {
 	t, seg, ok, err := g.opRef(resource, opID)
 	if err != nil {
 		return Receipt{}, err

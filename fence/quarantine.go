@@ -82,11 +82,11 @@ func (g *Guard) ClearQuarantine(ctx context.Context, resource string) error {
 	if resource == "" || len(resource) > MaxResourceLen {
 		return fmt.Errorf("%w: resource must have 1 to %d bytes", ErrBadMutation, MaxResourceLen)
 	}
-	unlock, err := g.lock(ctx, resource)
+	s, err := g.lock(ctx, resource)
 	if err != nil {
 		return err
 	}
-	defer unlock()
+	defer s.unlock()
 	b := g.db.NewBatch()
 	defer b.Close()
 	var n int64
@@ -109,31 +109,10 @@ func (g *Guard) scanQuarantine(ctx context.Context, resource string, fn func(key
 		lower = g.resourceKey(kindQuarantine, resource, 0)
 		upper = keyUpperBound(lower)
 	}
-	it, err := g.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lower, UpperBound: upper})
-	if err != nil {
-		return fmt.Errorf("fence: read: %w", err)
-	}
-	defer it.Close()
-	for ok := it.First(); ok; ok = it.Next() {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		v, err := it.ValueAndErr()
-		if err != nil {
-			return fmt.Errorf("fence: read: %w", err)
-		}
-		if err := fn(it.Key(), v); err != nil {
-			return err
-		}
-	}
-	if err := it.Error(); err != nil {
-		return fmt.Errorf("fence: read: %w", err)
-	}
-	return nil
+	return g.scan(ctx, lower, upper, fn)
 }
 
 func (g *Guard) countQuarantined() (int64, error) {
-	var n int64
-	err := g.scanQuarantine(context.Background(), "", func(_, _ []byte) error { n++; return nil })
-	return n, err
+	lower, upper := g.kindBounds(kindQuarantine)
+	return g.count(lower, upper)
 }

@@ -12,17 +12,25 @@ import (
 //	P 'r' len res token(24) segment(8) -> Receipt (one per accepted segment)
 //	P 'o' len res opID                 -> token(24) segment(8) of the opID's receipt
 //	P 'q' len res token(24) segment(8) payloadDigest(32) -> Quarantined
+//	P 'm' len res                      -> modeRecord
+//	P 'w' len res opID                 -> WouldRefusal
+//	P 'D'                              -> the Guard's default mode
 //
 // Big-endian tokens and segments make a resource's receipts sort in fence and
 // segment order. 's', 'r' and 'o' are the fence state: written only in the
 // batch of an accepted mutation, Bind or Migrate (F2, F6). 'q' is the
 // quarantine log, written when a conflicting segment is refused and never read
-// by a check.
+// by a check. 'm', 'w' and 'D' are the modes and the shadow log: written by
+// SetMode, NewGuard and a shadow-mode commit, and read by no check but the
+// choice to refuse or to log.
 const (
 	kindState      = 's'
 	kindReceipt    = 'r'
 	kindOp         = 'o'
 	kindQuarantine = 'q'
+	kindMode       = 'm'
+	kindShadow     = 'w'
+	kindDefault    = 'D'
 
 	recordVersion = 1
 )
@@ -43,6 +51,16 @@ func (g *Guard) receiptKey(res string, t Token, seg uint64) []byte {
 
 func (g *Guard) opKey(res, opID string) []byte {
 	return append(g.resourceKey(kindOp, res, len(opID)), opID...)
+}
+
+func (g *Guard) modeKey(res string) []byte { return g.resourceKey(kindMode, res, 0) }
+
+func (g *Guard) shadowKey(res, opID string) []byte {
+	return append(g.resourceKey(kindShadow, res, len(opID)), opID...)
+}
+
+func (g *Guard) defaultModeKey() []byte {
+	return append(append([]byte(nil), g.prefix...), kindDefault)
 }
 
 func (g *Guard) quarantineKey(res string, t Token, seg uint64, digest [32]byte) []byte {

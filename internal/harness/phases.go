@@ -49,11 +49,14 @@ func phaseList(o Options) []phase {
 				{key: "hot_key_gap_us_p50", name: "hot key: gap to next grant p50", unit: "µs"},
 				{key: "msgs_per_handoff", name: "messages per handoff", unit: "msgs", target: atMost(4)},
 				{key: "bytes_per_handoff", name: "bytes per handoff", unit: "B", target: atMost(512)},
+				{key: "hot_key_would_refuse", name: "hot key: would-refuse (shadow Guard)", target: atMost(0)},
 			},
 			run: func(ctx context.Context, e *env) error {
 				// A key per repetition: its counter must end at this
 				// repetition's acknowledged updates.
-				return e.c.hotKey(ctx, e.r, fmt.Sprintf("hot-%d", e.round), e.o.Duration, e.o.Workers)
+				return e.c.countWouldRefuse(ctx, e.r, func() error {
+					return e.c.hotKey(ctx, e.r, fmt.Sprintf("hot-%d", e.round), e.o.Duration, e.o.Workers)
+				})
 			},
 		},
 		{
@@ -84,6 +87,15 @@ func phaseList(o Options) []phase {
 				{key: "store_writes_per_s_off", name: "store writes, no homelock", unit: "/s"},
 			},
 			run: storePhase("store_writes_per_s_off", "store-off", true),
+		},
+		{
+			name: "store writes through the Guard", stage: beforeCluster,
+			measures: []measure{
+				{key: "guard_plain_writes_per_s", name: "synced writes, plain", unit: "/s"},
+				{key: "guard_writes_per_s", name: "synced writes through the Guard", unit: "/s"},
+				{key: "guard_added_us_p50", name: "Guard added per write p50", unit: "µs", target: atMost(5)},
+			},
+			run: guardPhase,
 		},
 		{
 			name: "store writes with homelock idle", stage: onCluster,

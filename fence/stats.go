@@ -1,0 +1,67 @@
+package fence
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+)
+
+// guardCounters count what a Guard decided since NewGuard.
+type guardCounters struct {
+	accepted    atomic.Uint64
+	refused     [reasonCount]atomic.Uint64
+	wouldRefuse [reasonCount]atomic.Uint64
+}
+
+// GuardStats is what a Guard decided since NewGuard, for metrics. The
+// per-resource view, durable across restarts, is Resources.
+type GuardStats struct {
+	// DefaultMode is the mode of resources not given one with SetMode.
+	DefaultMode Mode
+	// Accepted counts accepted mutations (replays excluded).
+	Accepted uint64
+	// Refused counts refusals by reason, on enforced resources.
+	Refused ReasonCounts
+	// WouldRefuse counts, by reason, mutations shadow-mode resources
+	// committed that enforcement would have refused.
+	WouldRefuse ReasonCounts
+	// Configured lists the resources given a mode with SetMode, or with a
+	// shadow commit to their name: the few an operator rolls out one by one.
+	// Resources left to the default are counted above, not listed.
+	Configured []ResourceInfo
+}
+
+// Stats returns the Guard's counters and the resources it lists by name.
+func (g *Guard) Stats(ctx context.Context) (GuardStats, error) {
+	s := GuardStats{DefaultMode: g.defaultMode, Accepted: g.stats.accepted.Load()}
+	for r := range reasonCount {
+		s.Refused[r] = g.stats.refused[r].Load()
+		s.WouldRefuse[r] = g.stats.wouldRefuse[r].Load()
+	}
+	var err error
+	s.Configured, err = g.configured(ctx)
+	return s, err
+}
+
+// configured lists the resources with a mode record, with their state.
+func (g *Guard) configured(ctx context.Context) ([]ResourceInfo, error) {
+	var out []ResourceInfo
+	lower, upper := g.kindBounds(kindMode)
+	err := g.scan(ctx, lower, upper, func(key, value []byte) error {
+		res, err := g.resourceOnlyKey(key)
+		if err != nil {
+			return err
+		}
+		r, err := decodeModeRecord(value)
+		if err != nil {
+			return fmt.Errorf("resource %q: %w", res, err)
+		}
+		st, found, err := g.loadState(res)
+		if err != nil {
+			return err
+		}
+		out = append(out, g.info(res, &st, found, &r, true))
+		return nil
+	})
+	return out, err
+}
