@@ -115,10 +115,14 @@ func (m *Machine) admit(now time.Time, key string, ks *keyState, locker uint64, 
 		ks.left--
 	}
 	m.stats.Admissions++
-	m.timers.Add(ks, end)
-	if m.needsRenew(now, ks) {
-		m.timers.Add(ks, at)
+	// The section is served at its end or at half the delegation's lease,
+	// whichever comes first: it renews from then on. An idle delegation's
+	// wake-up is its lapse release, too late to renew in time (L7).
+	wake := ks.expires.Add(-ks.lease / 2)
+	if end.Before(wake) {
+		wake = end
 	}
+	m.timers.Add(ks, wake)
 	return Event{Kind: Admitted, Key: key, Locker: locker, Token: ks.token, Expires: end.Time(), Signed: ks.signed()}
 }
 

@@ -149,6 +149,7 @@ func (m *Machine) RenewReply(now time.Time, r msg.RenewReply) {
 	}
 	if !r.OK {
 		ks.left = 0
+		ks.set(refused, true)
 		m.service(now, r.Key, ks)
 		return
 	}

@@ -71,13 +71,20 @@ func (m *Machine) shouldDrain(now time.Time, ks *keyState) bool {
 
 func (m *Machine) lapseMargin() time.Duration { return 2 * m.cfg.MinUseful }
 
-// needsRenew: renew only while the key is in use, once half the lease is gone.
+// needsRenew: renew once half the lease is gone while a critical section
+// runs (recalled or not: a live section keeps its lock, L6), or while local
+// lockers queue on a delegation that may still admit them.
 func (m *Machine) needsRenew(now time.Time, ks *keyState) bool {
-	if ks.phase != held || ks.is(settling) || ks.left >= 0 {
+	return m.renewing(ks) && ks.expires.Sub(deadline.At(now)) < ks.lease/2
+}
+
+// renewing: the delegation is renewed at half its lease rather than left
+// to lapse or drain.
+func (m *Machine) renewing(ks *keyState) bool {
+	if ks.phase != held || ks.is(settling|refused) {
 		return false
 	}
-	inUse := ks.active != 0 || len(ks.queue()) > 0
-	return inUse && ks.expires.Sub(deadline.At(now)) < ks.lease/2
+	return ks.active != 0 || (ks.left < 0 && len(ks.queue()) > 0)
 }
 
 func (m *Machine) reschedule(now time.Time, key string, ks *keyState) {
@@ -96,10 +103,11 @@ func (m *Machine) reschedule(now time.Time, key string, ks *keyState) {
 			pick(m.handleEnd(ks))
 		}
 		switch {
-		case ks.is(settling) || ks.left >= 0:
-			// Draining or a one-shot grant: no renewal, no lapse release.
-		case ks.active != 0 || len(x.queue) > 0:
+		case m.renewing(ks):
 			pick(later(x.renewAt, expires.Add(-ks.lease/2)))
+		case ks.is(settling) || ks.left >= 0:
+			// Draining, or recalled (a one-shot grant) with no section
+			// running: no renewal, no lapse release.
 		default:
 			pick(expires.Add(-m.lapseMargin()))
 		}
@@ -281,7 +289,7 @@ func (m *Machine) clearDelegation(ks *keyState, barrier []byte, sent bool, now t
 	m.peers.Unref(ks.issuer)
 	ks.issuer = 0
 	ks.grant = nil
-	ks.set(fresh|freshAsk|settling|admitted, false)
+	ks.set(fresh|freshAsk|settling|admitted|refused, false)
 	ks.left = -1
 	ks.renews = 0
 	if ks.x != nil && ks.x.motion != nil {

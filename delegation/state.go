@@ -62,6 +62,9 @@ const (
 	// targetIsIssuer: the request's target was the home that granted it, so
 	// x keeps no copy of it while the delegation is held (see targetID).
 	targetIsIssuer
+	// refused: the home refused a renewal (the key moved, or this node left
+	// the epoch); it will not extend the delegation, so nothing asks again.
+	refused
 )
 
 func (ks *keyState) is(f keyFlags) bool { return ks.flags&f != 0 }

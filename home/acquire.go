@@ -259,8 +259,13 @@ func (m *Machine) Withdraw(now time.Time, env msg.Envelope, w msg.Withdraw) {
 	m.serve(now, w.Key, ke)
 }
 
-// Renew extends a delegation only while nobody waits, the key is still ours
-// and the holder is still a member; a refusal counts as a recall.
+// Renew extends a delegation while the key is still ours and the holder is
+// still a member (H14), waiters or not: a holder renews a recalled
+// delegation only while a critical section runs on it, and that section
+// keeps the lock while its holder is alive (held while alive). A refusal
+// counts as a recall. Renewing a recalled delegation repeats the Recall, so
+// that a lost one cannot let the holder admit new sections ahead of the
+// waiters.
 func (m *Machine) Renew(now time.Time, env msg.Envelope, r msg.Renew) {
 	ke := m.keys.Get(r.Key)
 	if ke == nil || ke.deleg() == nil || ke.d.token != r.Token || !m.holder(ke).Same(env.From) {
@@ -269,13 +274,17 @@ func (m *Machine) Renew(now time.Time, env msg.Envelope, r msg.Renew) {
 		return
 	}
 	d := ke.deleg()
-	if ke.is(recalled) || len(ke.waiters()) > 0 || !m.IsHome(r.Key) || !m.holderIsMember(ke) {
+	if !m.IsHome(r.Key) || !m.holderIsMember(ke) || m.cfg.Mutations.NoRenewWhileWaited && (ke.is(recalled) || len(ke.waiters()) > 0) {
 		if !ke.is(recalled) {
 			ke.set(recalled, true)
 			m.stats.Recalls++
 		}
 		m.send(env.From.ID, msg.RenewReply{Key: r.Key, Token: r.Token, Attempt: r.Attempt})
 		return
+	}
+	if len(ke.waiters()) > 0 && !ke.is(recalled) {
+		ke.set(recalled, true)
+		m.stats.Recalls++
 	}
 	lease := r.Lease
 	if lease <= 0 || lease > m.cfg.MaxLease {
@@ -294,5 +303,8 @@ func (m *Machine) Renew(now time.Time, env msg.Envelope, r msg.Renew) {
 	}
 	d.lease = lease
 	m.send(env.From.ID, msg.RenewReply{Key: r.Key, Token: r.Token, Attempt: r.Attempt, OK: true, Lease: lease})
+	if ke.is(recalled) && !ke.is(contended) {
+		m.send(env.From.ID, msg.Recall{Key: r.Key, Token: r.Token})
+	}
 	m.timers.Add(ke, d.expires)
 }
