@@ -151,7 +151,7 @@ func (m *Machine) Holding(key string) (tok fence.Token, expires time.Time, activ
 	if ks == nil || ks.phase != held {
 		return fence.Token{}, time.Time{}, false, false
 	}
-	return ks.token, ks.expires.Time(), ks.active != 0, true
+	return ks.tok(), ks.expires.Time(), ks.active != 0, true
 }
 
 // Lease is the lease of the delegation held for key as last granted or

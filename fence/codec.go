@@ -21,6 +21,13 @@ func appendU16Bytes(b []byte, s []byte) []byte {
 }
 
 func appendToken(b []byte, t Token) []byte {
+	return binary.BigEndian.AppendUint64(appendDelegationToken(b, t), t.Section)
+}
+
+// appendDelegationToken appends the 24 bytes of t's delegation (epoch,
+// incarnation, counter): what a signed grant carries, since the home signs
+// the delegation and the holder numbers its sections.
+func appendDelegationToken(b []byte, t Token) []byte {
 	b = binary.BigEndian.AppendUint64(b, t.Epoch)
 	b = binary.BigEndian.AppendUint64(b, t.Incarnation)
 	return binary.BigEndian.AppendUint64(b, t.Counter)
@@ -84,6 +91,17 @@ func (d *decoder) u64(field string) uint64 {
 
 func (d *decoder) token(field string) Token {
 	s := d.take(TokenSize, field)
+	if s == nil {
+		return Token{}
+	}
+	var t Token
+	_ = t.UnmarshalBinary(s) // length checked by take
+	return t
+}
+
+// delegationToken reads the 24 bytes appendDelegationToken writes.
+func (d *decoder) delegationToken(field string) Token {
+	s := d.take(legacyTokenSize, field)
 	if s == nil {
 		return Token{}
 	}

@@ -716,8 +716,9 @@ func (c *checker) delivering(h *harness, to *hnode, env msg.Envelope) {
 }
 
 // admitted checks I1 (no other critical section on the key still valid in
-// true time), that admissions never go back in token order, and that no
-// critical section starts under a recalled delegation.
+// true time), that every admission's token is above every earlier one's
+// (a token per critical section), and that no critical section starts
+// under a recalled delegation.
 func (c *checker) admitted(h *harness, n *hnode, e delegation.Event) {
 	for _, o := range c.open {
 		if o.key == e.Key && o.node != n.id && o.end.After(h.now) {
@@ -725,12 +726,12 @@ func (c *checker) admitted(h *harness, n *hnode, e delegation.Event) {
 				n.id, e.Key, e.Token, o.node, o.token, ts(o.end))
 		}
 	}
-	if e.Token.Less(c.maxAdmit[e.Key]) {
-		h.violation("I2 tokens increase: %s admitted %s with %s below an earlier admission's %s", n.id, e.Key, e.Token, c.maxAdmit[e.Key])
+	if !c.maxAdmit[e.Key].Less(e.Token) {
+		h.violation("I2 tokens increase: %s admitted %s with %s, not above an earlier admission's %s", n.id, e.Key, e.Token, c.maxAdmit[e.Key])
 	} else {
 		c.maxAdmit[e.Key] = e.Token
 	}
-	if c.recalled[n.id][e.Token] {
+	if c.recalled[n.id][e.Token.Delegation()] {
 		h.violation("recalled delegation admits: %s admitted %s locker=%d under %s after its recall", n.id, e.Key, e.Locker, e.Token)
 	}
 	c.writes[e.Key]++
