@@ -89,19 +89,14 @@ func (d *decoder) u64(field string) uint64 {
 	return binary.BigEndian.Uint64(s)
 }
 
-func (d *decoder) token(field string) Token {
-	s := d.take(TokenSize, field)
-	if s == nil {
-		return Token{}
-	}
-	var t Token
-	_ = t.UnmarshalBinary(s) // length checked by take
-	return t
-}
+func (d *decoder) token(field string) Token { return d.tokenOf(TokenSize, field) }
 
 // delegationToken reads the 24 bytes appendDelegationToken writes.
-func (d *decoder) delegationToken(field string) Token {
-	s := d.take(legacyTokenSize, field)
+func (d *decoder) delegationToken(field string) Token { return d.tokenOf(legacyTokenSize, field) }
+
+// tokenOf reads an n-byte token encoding (n is one UnmarshalBinary takes).
+func (d *decoder) tokenOf(n int, field string) Token {
+	s := d.take(n, field)
 	if s == nil {
 		return Token{}
 	}
