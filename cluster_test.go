@@ -31,7 +31,9 @@ func TestThreeNodesLockEverywhere(t *testing.T) {
 			before := n.Stats()
 			h, err = n.Lock(ctx, key)
 			require.NoError(t, err)
-			require.Equal(t, tok, h.Token())
+			// Same delegation, the next critical section's token.
+			require.Equal(t, tok.Delegation(), h.Token().Delegation())
+			require.Equal(t, tok.Section+1, h.Token().Section)
 			require.NoError(t, h.Unlock())
 			after := n.Stats()
 			require.Equal(t, before.LocalFast+1, after.LocalFast)

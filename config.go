@@ -99,7 +99,10 @@ type Config struct {
 	// that every delegation of an old epoch ends within one gate.
 	EpochLease time.Duration
 
-	// MaxLease caps a delegation's lease (and so a critical section's).
+	// MaxLease caps each grant or renewal of a delegation's lease: how long
+	// a silent holder can keep others waiting. A live holder renews while
+	// its critical section runs, so a section may last longer (WithLease
+	// bounds it).
 	MaxLease time.Duration
 
 	// MinUseful is the shortest lease worth using: a grant arriving with less

@@ -19,10 +19,15 @@
 // mutex (Stats.LocalFast). When another node asks, the home recalls it, the
 // holder drains (its critical section ends, the store's Barrier hook settles
 // the writes), and the next holder gets a larger token
-// (epoch, home incarnation, counter). The protocol lives in the pure state
+// (epoch, home incarnation, counter). A critical section that is running
+// when the recall comes keeps the lock while this node is alive: its
+// delegation is renewed until it ends. Each critical section's token adds
+// its section, the admission sequence within the delegation, so every one
+// is fenced apart (docs/locks.md). The protocol lives in the pure state
 // machines epoch, home and delegation, composed by internal/core; this
 // package only drives them (docs/design.md in the repository describes the
-// protocol as built; internal/core/doc.go the composition).
+// protocol as built, docs/locks.md what a lock guarantees; internal/core/doc.go
+// the composition).
 //
 // # The driver
 //

@@ -29,10 +29,13 @@ func TestSingleNodeLockUnlock(t *testing.T) {
 	tok := h.Token()
 	require.GreaterOrEqual(t, tok.Epoch, uint64(1))
 	require.Equal(t, n.Incarnation(), tok.Incarnation)
+	require.Equal(t, uint64(1), tok.Section, "the delegation's first critical section")
 
 	g, err := n.KeyRing().Verify(h.Grant())
 	require.NoError(t, err)
-	require.Equal(t, fence.Grant{Resource: "k", Owner: "n1", Token: tok, Domain: "test", Operation: "lock", Scope: fence.ScopeCluster},
+	// The grant is the delegation's: the home signs it once, the node
+	// numbers its sections.
+	require.Equal(t, fence.Grant{Resource: "k", Owner: "n1", Token: tok.Delegation(), Domain: "test", Operation: "lock", Scope: fence.ScopeCluster},
 		fence.Grant{Resource: g.Resource, Owner: g.Owner, Token: g.Token, Domain: g.Domain, Operation: g.Operation, Scope: g.Scope})
 
 	require.NoError(t, h.Unlock())
@@ -44,7 +47,9 @@ func TestSingleNodeLockUnlock(t *testing.T) {
 	before := n.Stats()
 	h2, err := n.Lock(ctx, "k")
 	require.NoError(t, err)
-	require.Equal(t, tok, h2.Token(), "same delegation, same token")
+	require.Equal(t, tok.Delegation(), h2.Token().Delegation(), "same delegation")
+	require.True(t, tok.Less(h2.Token()), "a token per critical section: %s then %s", tok, h2.Token())
+	require.Equal(t, h.Grant(), h2.Grant(), "one signed grant for the delegation")
 	require.NoError(t, h2.Unlock())
 	after := n.Stats()
 	require.Equal(t, before.LocalFast+1, after.LocalFast)

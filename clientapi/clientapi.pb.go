@@ -173,7 +173,7 @@ func (x *LockRequest) GetPing() uint64 {
 type LockEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Kind  LockEvent_Kind         `protobuf:"varint,1,opt,name=kind,proto3,enum=homelock.client.v1.LockEvent_Kind" json:"kind,omitempty"`
-	// token is the fencing token's text form (e12.i3.c8842).
+	// token is the critical section's fencing token in text form (e12.i3.c8842.s5).
 	Token string `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
 	// grant is the signed lockGrant.v1, if the node signs grants.
 	Grant  []byte `protobuf:"bytes,3,opt,name=grant,proto3" json:"grant,omitempty"`

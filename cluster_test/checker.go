@@ -25,7 +25,26 @@ const (
 	invLinearizable = "I4 linearizable history (porcupine)"
 	invFIFO         = "fairness: FIFO grants"
 	invFailClosed   = "V1 mixed versions fail closed"
+	invHeldAlive    = "L6 held while alive"
+	invHandOn       = "L6 waiters progress once the section ends"
+	invDeadHolder   = "L6 a dead holder's lease is waited out"
+	invRenewOnTime  = "L7 renewal at half the lease"
 )
+
+// handOnBound is how soon after a section ends a waiter on its key must be
+// admitted once the cluster settled: a drain, a release, a grant and two
+// store hooks, with room for one lost message's resend.
+const handOnBound = 8 * simRetry
+
+// ghost is the critical section of a crashed holder: its lease must still
+// be waited out by everyone else until the node starts again (whose
+// reclaim then says it holds nothing).
+type ghost struct {
+	node  *simNode
+	gen   uint64
+	token fence.Token
+	end   time.Time // true time
+}
 
 type checker struct {
 	s          *Sim
@@ -43,6 +62,18 @@ type checker struct {
 	// progress bookkeeping for the healed phase
 	progress map[string]map[msg.NodeID]int
 	asked    map[string]map[msg.NodeID]int
+
+	ghosts map[string][]ghost
+	// lastAdmit is the true time of the last admission per key.
+	lastAdmit map[string]time.Time
+	// renewSent is when each holder last sent a Renew per key (its clock)
+	// and for which token.
+	renewSent map[string]renewMark
+}
+
+type renewMark struct {
+	token fence.Token
+	at    time.Time
 }
 
 func newChecker(s *Sim) *checker {
@@ -57,6 +88,9 @@ func newChecker(s *Sim) *checker {
 		epochs:     make(map[uint64]uint64),
 		progress:   make(map[string]map[msg.NodeID]int),
 		asked:      make(map[string]map[msg.NodeID]int),
+		ghosts:     make(map[string][]ghost),
+		lastAdmit:  make(map[string]time.Time),
+		renewSent:  make(map[string]renewMark),
 	}
 }
 
@@ -85,7 +119,7 @@ func (c *checker) settled() time.Time {
 }
 
 func (c *checker) lockStarted(cs *critical, deadline time.Time) {
-	if cs.started.After(c.settled()) {
+	if cs.started.After(c.settled()) && !cs.long {
 		c.bump(c.asked, cs.key, cs.node.id)
 	}
 	gen := cs.node.gen
@@ -105,7 +139,8 @@ func (c *checker) bump(m map[string]map[msg.NodeID]int, key string, id msg.NodeI
 }
 
 // admit checks I1 (no other critical section on the key is still valid on
-// its holder's clock) and that admissions never go back in token order.
+// its holder's clock) and that every admission's token is above every
+// earlier one's on the key, sections of one delegation included.
 func (c *checker) admit(cs *critical) {
 	c.admissions++
 	if l, ok := cs.node.core.Current(); ok {
@@ -127,8 +162,16 @@ func (c *checker) admit(cs *critical) {
 			return
 		}
 	}
-	if cs.token.Less(c.maxAdmit[cs.key]) {
-		c.fail(invTokenOrder, "%s admitted %s with %s below an earlier admission's %s", cs.node.id, cs.key, cs.token, c.maxAdmit[cs.key])
+	for _, g := range c.ghosts[cs.key] {
+		if g.node != cs.node && g.node.core == nil && g.node.gen == g.gen && g.end.After(c.s.now) {
+			c.fail(invDeadHolder, "%s admitted %s with %s while crashed %s's section under %s was valid until %v",
+				cs.node.id, cs.key, cs.token, g.node.id, g.token, g.end.Sub(simBase))
+			return
+		}
+	}
+	c.lastAdmit[cs.key] = c.s.now
+	if !c.maxAdmit[cs.key].Less(cs.token) {
+		c.fail(invTokenOrder, "%s admitted %s with %s, not above an earlier admission's %s (a token per critical section)", cs.node.id, cs.key, cs.token, c.maxAdmit[cs.key])
 	}
 	c.maxAdmit[cs.key] = cs.token
 	c.open[cs.key] = append(c.open[cs.key], cs)
@@ -168,8 +211,78 @@ func (c *checker) failed(cs *critical, e delegation.Event) {
 	}
 }
 
+// revoked: once the cluster settled, a section without its own lease is
+// never revoked: its holder is alive and answering, so it keeps renewing.
+func (c *checker) revoked(cs *critical, e delegation.Event) {
+	if cs.admitted && cs.lease == 0 && cs.at.After(c.settled()) {
+		c.fail(invHeldAlive, "%s's section on %s under %s, admitted at %v, was revoked (%s) while its holder was alive",
+			cs.node.id, cs.key, cs.token, cs.at.Sub(simBase), e.Detail)
+	}
+}
+
+// ended: once the cluster settled, a section that ends with lockers of
+// other nodes waiting for its key hands the key on within handOnBound.
+func (c *checker) ended(cs *critical) {
+	if !cs.at.After(c.settled()) {
+		return
+	}
+	waiting := false
+	for _, n := range c.s.nodes {
+		if n == cs.node || n.core == nil {
+			continue
+		}
+		for _, o := range n.lockers {
+			if o.key == cs.key && !o.resolved && o.started.Before(c.s.now) {
+				waiting = true
+			}
+		}
+	}
+	if !waiting {
+		return
+	}
+	end := c.s.now
+	c.s.at(end.Add(handOnBound), &event{kind: evFault, run: func() {
+		if !c.lastAdmit[cs.key].After(end) {
+			c.fail(invHandOn, "%s's section on %s under %s ended at %v with others waiting; nobody admitted %v later",
+				cs.node.id, cs.key, cs.token, end.Sub(simBase), handOnBound)
+		}
+	}})
+}
+
+// renewing checks L7 on every Renew a holder sends once healed: the first
+// attempt for the delegation's current expiry goes out at half its lease
+// (or at the admission that found less left), not later.
+func (c *checker) renewing(n *simNode, r msg.Renew) {
+	id := string(n.id) + "/" + r.Key
+	prev := c.renewSent[id]
+	now := n.local(c.s.now)
+	c.renewSent[id] = renewMark{token: r.Token, at: now}
+	tok, exp, _, ok := n.core.Holder().Holding(r.Key)
+	if !ok || tok != r.Token || !c.s.now.After(c.s.healedAt.Add(simLease)) {
+		return
+	}
+	due := exp.Add(-n.core.Holder().Lease(r.Key) / 2)
+	for _, cs := range n.lockers {
+		if cs.key == r.Key && cs.admitted && !cs.closed {
+			if at := n.local(cs.at); at.After(due) {
+				due = at
+			}
+		}
+	}
+	if prev.token == r.Token && !prev.at.Before(due) {
+		return // a resend
+	}
+	if now.Sub(due) > simRetry/2 {
+		c.fail(invRenewOnTime, "%s first renewed %s (%s) %v after half its lease was gone",
+			n.id, r.Key, r.Token, now.Sub(due))
+	}
+}
+
 func (c *checker) crashed(n *simNode) {
 	for _, cs := range n.lockers {
+		if cs.admitted && !cs.closed {
+			c.ghosts[cs.key] = append(c.ghosts[cs.key], ghost{node: n, gen: n.gen + 1, token: cs.token, end: n.trueAt(cs.expires)})
+		}
 		c.closeCS(cs)
 		cs.resolved = true
 	}
@@ -178,6 +291,9 @@ func (c *checker) crashed(n *simNode) {
 // sent checks I2 on every Grant a home sends: a new token for a key is above
 // every token granted for it before; a re-sent Grant repeats one.
 func (c *checker) sent(n *simNode, o core.Outgoing) {
+	if r, ok := o.Env.Body.(msg.Renew); ok {
+		c.renewing(n, r)
+	}
 	g, ok := o.Env.Body.(msg.Grant)
 	if !ok {
 		return

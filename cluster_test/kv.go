@@ -100,9 +100,9 @@ func (v Version) Compare(o Version) int {
 
 func (v Version) String() string { return fmt.Sprintf("%s@%d", v.Token, v.TS) }
 
-const versionLen = 24 + 8
+const versionLen = fence.TokenSize + 8
 
-// encode is 32 bytes whose byte order is version order.
+// encode is 40 bytes whose byte order is version order.
 func (v Version) encode() []byte {
 	b, _ := v.Token.AppendBinary(make([]byte, 0, versionLen))
 	return binary.BigEndian.AppendUint64(b, v.TS)
@@ -113,10 +113,10 @@ func decodeVersion(b []byte) (Version, error) {
 		return Version{}, fmt.Errorf("kv: version of %d bytes, want %d", len(b), versionLen)
 	}
 	var v Version
-	if err := v.Token.UnmarshalBinary(b[:24]); err != nil {
+	if err := v.Token.UnmarshalBinary(b[:fence.TokenSize]); err != nil {
 		return Version{}, fmt.Errorf("kv: version: %w", err)
 	}
-	v.TS = binary.BigEndian.Uint64(b[24:])
+	v.TS = binary.BigEndian.Uint64(b[fence.TokenSize:])
 	return v, nil
 }
 
@@ -369,7 +369,7 @@ func (kv *KV) reject() {
 func (kv *KV) apply(ctx context.Context, k *kvKey, w replWrite) error {
 	_, err := kv.guard.Apply(ctx, fence.Mutation{
 		Signed: w.signed, Resource: w.key, Owner: w.from, Operation: kv.op,
-		OpID: w.opID, Segment: w.seg, Payload: w.payload,
+		OpID: w.opID, Section: w.ver.Token.Section, Segment: w.seg, Payload: w.payload,
 	}, func(b *pebble.Batch) error {
 		return b.Set(valueKey(w.key), w.payload, nil)
 	})

@@ -25,7 +25,15 @@ type critical struct {
 	readOK   bool
 	closed   bool
 	resolved bool
+	// lease is the section's own lease (0: held while its holder is alive);
+	// long sections outlast the delegation lease, so they live by renewal.
+	lease time.Duration
+	long  bool
 }
+
+// longKey is locked only by long critical sections (1 to 1.6 leases), so
+// that waiting behind them is never a timeout elsewhere.
+const longKey = "long-0"
 
 const (
 	simWait     = 3 * time.Second
@@ -72,10 +80,18 @@ func (s *Sim) lockStart(n *simNode, e *event) {
 	if s.rng.IntN(3) == 0 {
 		lease = 200*time.Millisecond + time.Duration(s.rng.Int64N(int64(800*time.Millisecond)))
 	}
+	wait := simWait
+	// Now and then a long section, under faults and once healed: it keeps
+	// its lock by renewal while others wait (held while alive). Its
+	// waiters' deadlines cover a few of them.
+	if s.rng.IntN(25) == 0 && s.longWindow() {
+		cs.key, cs.long, lease, wait = longKey, true, 0, 12*time.Second
+	}
+	cs.lease = lease
 	now := n.local(s.now)
-	deadline := now.Add(simWait)
+	deadline := now.Add(wait)
 	s.check.lockStarted(cs, n.trueAt(deadline))
-	n.apply(s, n.core.Lock(now, key, cs.locker, deadline, lease))
+	n.apply(s, n.core.Lock(now, cs.key, cs.locker, deadline, lease))
 }
 
 func (s *Sim) onEvent(n *simNode, e delegation.Event) {
@@ -94,6 +110,9 @@ func (s *Sim) onEvent(n *simNode, e delegation.Event) {
 		if s.rng.IntN(20) == 0 {
 			d = time.Duration(s.rng.Int64N(int64(400 * time.Millisecond)))
 		}
+		if cs.long {
+			d = simLease + time.Duration(s.rng.Int64N(int64(simLease*6/10)))
+		}
 		s.at(s.now.Add(d), &event{kind: evCSWrite, node: n.idx, gen: n.gen, cs: cs})
 	case delegation.Extended:
 		if cs := n.lockers[e.Locker]; cs != nil {
@@ -102,6 +121,7 @@ func (s *Sim) onEvent(n *simNode, e delegation.Event) {
 	case delegation.Revoked:
 		if cs := n.lockers[e.Locker]; cs != nil {
 			s.trace("revoke %s %s locker=%d %s", n.id, cs.key, cs.locker, cs.token)
+			s.check.revoked(cs, e)
 			s.check.closeCS(cs)
 		}
 	case delegation.Failed:
@@ -124,6 +144,15 @@ func (s *Sim) onEvent(n *simNode, e delegation.Event) {
 	}
 }
 
+// longWindow: long sections start under faults (up to 10s before the end)
+// and in a short window once the cluster settled, where they must keep
+// their lock and hand it on at once.
+func (s *Sim) longWindow() bool {
+	end := simBase.Add(s.cfg.Duration)
+	settled := s.check.settled()
+	return s.now.Before(end.Add(-10*time.Second)) || (!s.now.Before(settled) && s.now.Before(settled.Add(500*time.Millisecond)))
+}
+
 func (s *Sim) think() time.Duration {
 	return time.Millisecond + time.Duration(s.rng.Int64N(int64(30*time.Millisecond)))
 }
@@ -144,6 +173,7 @@ func (s *Sim) csWrite(n *simNode, cs *critical) {
 		}
 	}
 	s.check.closeCS(cs)
+	s.check.ended(cs)
 	delete(n.lockers, cs.locker)
 	if rd, ok := n.core.Unlock(n.local(s.now), cs.key, cs.locker); ok {
 		n.apply(s, rd)

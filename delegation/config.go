@@ -44,6 +44,10 @@ type Mutations struct {
 	// KeepOldIncReplies makes the driver (core) keep listening to a node's
 	// incarnations below one that reclaimed from us (H1, H11).
 	KeepOldIncReplies bool
+	// RenewAtLapse leaves a section admitted on an idle delegation to the
+	// idle delegation's wake-up (its lapse release, 2 × MinUseful before
+	// the end) for its first renewal, instead of half the lease (L7).
+	RenewAtLapse bool
 	// ReclaimLastIncOnly answers a Reclaim with the delegations of the
 	// reclaiming node's previous incarnation only (H3).
 	ReclaimLastIncOnly bool

@@ -15,6 +15,7 @@
 //	idle ─Lock─► requested ─Grant─► held ─Recall / contended / lapse─► drain
 //	              │ resend every RetryInterval        │ renew while in use
 //	              └ Refused / deadline ─► Failed      └ expiry ─► Revoked
+//	recalled: admit nothing new; a running section renews on ─► ends ─► drain
 //	drain: admitted nothing ─► Release(inherited barrier)
 //	       admitted ─► Settle hook ─► Release(store's barrier)
 //
@@ -34,7 +35,9 @@
 //     only grow, across restarts too; a Grant that answers no outstanding
 //     request, arrives too late, or was recalled before it arrived is released
 //     unused: a lost or late reply never makes a second holder.
-//   - L3 no critical section is admitted on a recalled delegation, on one with
+//   - L3 no critical section is admitted on a recalled delegation (but one: a
+//     holder recalled after its Grant came and before it admitted anything
+//     admits its head locker once, the contended grant's one turn), on one with
 //     less than MinUseful left, or while a renewal's outcome is unknown near
 //     expiry (OWNERSHIP_UNKNOWN); a critical section's own lease never exceeds
 //     the delegation's, and runs out as Revoked.
@@ -42,4 +45,14 @@
 //     the barrier it inherited (H18); a hook completion for another token is
 //     dropped and a failed hook sends no Release (H20).
 //   - L5 a clock jump drops every held delegation at once (H9).
+//   - L6 held while alive: a running critical section renews its delegation
+//     at half the lease, recalled or contended or not, until it ends; only
+//     its own lease (WithLease), a refused renewal (the key moved, this node
+//     left the epoch) or a silent home end it early. A recalled delegation
+//     admits nothing new: local lockers queue and ask the home again, behind
+//     the remote waiters, once it drains.
+//   - L7 every admission schedules the renewal at half the delegation's
+//     lease (an idle delegation's own wake-up is its lapse release, too late
+//     for a section admitted on it), so a section never depends on a
+//     renewal sent in the last 2 × MinUseful.
 package delegation

@@ -1,6 +1,7 @@
 package delegation
 
 import (
+	"math"
 	"time"
 
 	"github.com/homelock/homelock/internal/deadline"
@@ -114,12 +115,21 @@ func (m *Machine) admit(now time.Time, key string, ks *keyState, locker uint64, 
 	if ks.left > 0 {
 		ks.left--
 	}
-	m.stats.Admissions++
-	m.timers.Add(ks, end)
-	if m.needsRenew(now, ks) {
-		m.timers.Add(ks, at)
+	// Every section gets a token of its own, above the last one's, with no
+	// message; the delegation drains before its count could wrap.
+	if ks.sections++; ks.sections == math.MaxUint32 {
+		ks.left = 0
 	}
-	return Event{Kind: Admitted, Key: key, Locker: locker, Token: ks.token, Expires: end.Time(), Signed: ks.signed()}
+	m.stats.Admissions++
+	// The section is served at its end or at half the delegation's lease,
+	// whichever comes first: it renews from then on. An idle delegation's
+	// wake-up is its lapse release, too late to renew in time (L7).
+	wake := ks.expires.Add(-ks.lease / 2)
+	if end.Before(wake) || (m.cfg.Mutations.RenewAtLapse && !m.needsRenew(now, ks)) {
+		wake = end
+	}
+	m.timers.Add(ks, wake)
+	return Event{Kind: Admitted, Key: key, Locker: locker, Token: ks.token.Section(uint64(ks.sections)), Expires: end.Time(), Signed: ks.signed()}
 }
 
 // handleEnd is when the admitted critical section must stop.

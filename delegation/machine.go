@@ -151,7 +151,16 @@ func (m *Machine) Holding(key string) (tok fence.Token, expires time.Time, activ
 	if ks == nil || ks.phase != held {
 		return fence.Token{}, time.Time{}, false, false
 	}
-	return ks.token, ks.expires.Time(), ks.active != 0, true
+	return ks.tok(), ks.expires.Time(), ks.active != 0, true
+}
+
+// Lease is the lease of the delegation held for key as last granted or
+// renewed (zero when none is held), for checkers.
+func (m *Machine) Lease(key string) time.Duration {
+	if ks := m.keys.Get(key); ks != nil && ks.phase == held {
+		return ks.lease
+	}
+	return 0
 }
 
 // HeldKeys lists, in order, the keys whose delegation this node holds.

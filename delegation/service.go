@@ -6,6 +6,7 @@ import (
 
 	"github.com/homelock/homelock/fence"
 	"github.com/homelock/homelock/internal/deadline"
+	"github.com/homelock/homelock/internal/dtoken"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -17,7 +18,7 @@ func (m *Machine) service(now time.Time, key string, ks *keyState) {
 		m.lose(now, ks, key, "delegation lease expired")
 	}
 	if ks.active != 0 && !now.Before(m.handleEnd(ks)) {
-		m.event(Event{Kind: Revoked, Key: key, Locker: m.handle(ks).locker, Token: ks.token, Reason: ReasonLeaseExpired})
+		m.event(Event{Kind: Revoked, Key: key, Locker: m.handle(ks).locker, Token: ks.tok(), Reason: ReasonLeaseExpired})
 		m.endActive(ks)
 	}
 	m.failOverdue(now, key, ks)
@@ -71,13 +72,20 @@ func (m *Machine) shouldDrain(now time.Time, ks *keyState) bool {
 
 func (m *Machine) lapseMargin() time.Duration { return 2 * m.cfg.MinUseful }
 
-// needsRenew: renew only while the key is in use, once half the lease is gone.
+// needsRenew: renew once half the lease is gone while a critical section
+// runs (recalled or not: a live section keeps its lock, L6), or while local
+// lockers queue on a delegation that may still admit them.
 func (m *Machine) needsRenew(now time.Time, ks *keyState) bool {
-	if ks.phase != held || ks.is(settling) || ks.left >= 0 {
+	return m.renewing(ks) && ks.expires.Sub(deadline.At(now)) < ks.lease/2
+}
+
+// renewing: the delegation is renewed at half its lease rather than left
+// to lapse or drain.
+func (m *Machine) renewing(ks *keyState) bool {
+	if ks.phase != held || ks.is(settling|refused) {
 		return false
 	}
-	inUse := ks.active != 0 || len(ks.queue()) > 0
-	return inUse && ks.expires.Sub(deadline.At(now)) < ks.lease/2
+	return ks.active != 0 || (ks.left < 0 && len(ks.queue()) > 0)
 }
 
 func (m *Machine) reschedule(now time.Time, key string, ks *keyState) {
@@ -96,10 +104,11 @@ func (m *Machine) reschedule(now time.Time, key string, ks *keyState) {
 			pick(m.handleEnd(ks))
 		}
 		switch {
-		case ks.is(settling) || ks.left >= 0:
-			// Draining or a one-shot grant: no renewal, no lapse release.
-		case ks.active != 0 || len(x.queue) > 0:
+		case m.renewing(ks):
 			pick(later(x.renewAt, expires.Add(-ks.lease/2)))
+		case ks.is(settling) || ks.left >= 0:
+			// Draining, or recalled (a one-shot grant) with no section
+			// running: no renewal, no lapse release.
 		default:
 			pick(expires.Add(-m.lapseMargin()))
 		}
@@ -232,7 +241,7 @@ func (m *Machine) sendRenew(now time.Time, key string, ks *keyState) {
 	x.renewAt = now.Add(m.cfg.RetryInterval)
 	ks.renews++
 	x.renewals.record(ks.renews, now)
-	m.send(m.issuer(ks).ID, msg.Renew{Key: key, Token: ks.token, Attempt: ks.renews, Lease: m.cfg.Lease})
+	m.send(m.issuer(ks).ID, msg.Renew{Key: key, Token: ks.tok(), Attempt: ks.renews, Lease: m.cfg.Lease})
 }
 
 // drain ends the delegation cleanly: settle the writes admitted under it,
@@ -248,12 +257,12 @@ func (m *Machine) drain(now time.Time, key string, ks *keyState) {
 		barrier = nil // OwnBarrier: the store returns its own (older) position
 	}
 	ks.set(settling, true)
-	m.event(Event{Kind: Settle, Key: key, Token: ks.token, Barrier: barrier, Deadline: ks.expires.Time()})
+	m.event(Event{Kind: Settle, Key: key, Token: ks.tok(), Barrier: barrier, Deadline: ks.expires.Time()})
 }
 
 func (m *Machine) release(now time.Time, key string, ks *keyState, barrier []byte) {
 	m.stats.Releases++
-	m.send(m.issuer(ks).ID, msg.Release{Key: key, Token: ks.token, Barrier: barrier})
+	m.send(m.issuer(ks).ID, msg.Release{Key: key, Token: ks.tok(), Barrier: barrier})
 	m.clearDelegation(ks, barrier, true, now)
 }
 
@@ -261,7 +270,7 @@ func (m *Machine) release(now time.Time, key string, ks *keyState, barrier []byt
 // failure): the home waits it out.
 func (m *Machine) lose(now time.Time, ks *keyState, key string, why string) {
 	if h := m.handle(ks); h != nil {
-		m.event(Event{Kind: Revoked, Key: key, Locker: h.locker, Token: ks.token, Reason: ReasonLeaseExpired, Detail: why})
+		m.event(Event{Kind: Revoked, Key: key, Locker: h.locker, Token: ks.tok(), Reason: ReasonLeaseExpired, Detail: why})
 		m.endActive(ks)
 	}
 	m.clearDelegation(ks, nil, false, now)
@@ -270,18 +279,18 @@ func (m *Machine) lose(now time.Time, ks *keyState, key string, why string) {
 // clearDelegation ends the delegation, remembering its token and how it
 // went back (sent, with barrier) to answer a repeated Recall.
 func (m *Machine) clearDelegation(ks *keyState, barrier []byte, sent bool, now time.Time) {
-	ks.setLast(lastRelease{token: ks.token, barrier: barrier, at: deadline.At(now), sent: sent})
+	ks.setLast(lastRelease{token: ks.tok(), barrier: barrier, at: deadline.At(now), sent: sent})
 	if ks.is(targetIsIssuer) {
 		// Only the target's ID is read from here on (waitDetail).
 		ks.edit().target = msg.Member{ID: m.issuer(ks).ID}
 		ks.set(targetIsIssuer, false)
 	}
 	ks.phase = idle
-	ks.token = fence.Token{}
+	ks.token, ks.sections = dtoken.T{}, 0
 	m.peers.Unref(ks.issuer)
 	ks.issuer = 0
 	ks.grant = nil
-	ks.set(fresh|freshAsk|settling|admitted, false)
+	ks.set(fresh|freshAsk|settling|admitted|refused, false)
 	ks.left = -1
 	ks.renews = 0
 	if ks.x != nil && ks.x.motion != nil {

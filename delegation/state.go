@@ -5,6 +5,7 @@ import (
 
 	"github.com/homelock/homelock/fence"
 	"github.com/homelock/homelock/internal/deadline"
+	"github.com/homelock/homelock/internal/dtoken"
 	"github.com/homelock/homelock/internal/peers"
 	"github.com/homelock/homelock/msg"
 )
@@ -26,17 +27,18 @@ const (
 // all zero, so dropping it changes nothing.
 type keyState struct {
 	key string
-	// The delegation (phase held).
-	token fence.Token
-	// issuer is the home that granted the delegation, as the incarnation
-	// that issued or (by reclaim) adopted it.
-	issuer  peers.ID
+	// The delegation (phase held), named without a section: its critical
+	// sections are numbered by sections.
+	token   dtoken.T
 	expires deadline.Instant // on this holder's clock, shortened by drift
 	lease   time.Duration
 	grant   *grantBytes // nil when the grant carried neither
 	x       *keyExtra
 
-	pos uint32 // place in Machine.timers
+	// issuer is the home that granted the delegation, as the incarnation
+	// that issued or (by reclaim) adopted it.
+	issuer peers.ID
+	pos    uint32 // place in Machine.timers
 	// renews counts the delegation's renewal attempts; it never restarts
 	// within one delegation, idle periods included, so a delayed reply is
 	// never taken for a later attempt's.
@@ -44,7 +46,10 @@ type keyState struct {
 	// active is the admitted critical section: index+1 in Machine.handles,
 	// 0 for none.
 	active uint32
-	phase  phase
+	// sections counts the critical sections admitted under the delegation:
+	// the last one's token has Section = sections (F1 within a delegation).
+	sections uint32
+	phase    phase
 	// left is how many more critical sections may start (-1: unlimited); a
 	// contended grant allows one, a recall none.
 	left       int8
@@ -62,7 +67,13 @@ const (
 	// targetIsIssuer: the request's target was the home that granted it, so
 	// x keeps no copy of it while the delegation is held (see targetID).
 	targetIsIssuer
+	// refused: the home refused a renewal (the key moved, or this node left
+	// the epoch); it will not extend the delegation, so nothing asks again.
+	refused
 )
+
+// tok is the delegation's own token, as messages and hooks carry it.
+func (ks *keyState) tok() fence.Token { return ks.token.Token() }
 
 func (ks *keyState) is(f keyFlags) bool { return ks.flags&f != 0 }
 

@@ -21,6 +21,13 @@ func appendU16Bytes(b []byte, s []byte) []byte {
 }
 
 func appendToken(b []byte, t Token) []byte {
+	return binary.BigEndian.AppendUint64(appendDelegationToken(b, t), t.Section)
+}
+
+// appendDelegationToken appends the 24 bytes of t's delegation (epoch,
+// incarnation, counter): what a signed grant carries, since the home signs
+// the delegation and the holder numbers its sections.
+func appendDelegationToken(b []byte, t Token) []byte {
 	b = binary.BigEndian.AppendUint64(b, t.Epoch)
 	b = binary.BigEndian.AppendUint64(b, t.Incarnation)
 	return binary.BigEndian.AppendUint64(b, t.Counter)
@@ -82,8 +89,14 @@ func (d *decoder) u64(field string) uint64 {
 	return binary.BigEndian.Uint64(s)
 }
 
-func (d *decoder) token(field string) Token {
-	s := d.take(TokenSize, field)
+func (d *decoder) token(field string) Token { return d.tokenOf(TokenSize, field) }
+
+// delegationToken reads the 24 bytes appendDelegationToken writes.
+func (d *decoder) delegationToken(field string) Token { return d.tokenOf(legacyTokenSize, field) }
+
+// tokenOf reads an n-byte token encoding (n is one UnmarshalBinary takes).
+func (d *decoder) tokenOf(n int, field string) Token {
+	s := d.take(n, field)
 	if s == nil {
 		return Token{}
 	}

@@ -4,9 +4,12 @@
 //
 // It owns:
 //
-//   - Token: (epoch, incarnation, counter), ordered lexicographically, with a
-//     24-byte big-endian encoding whose byte order is token order and a strict
-//     text form "e12.i3.c8842".
+//   - Token: (epoch, incarnation, counter, section), ordered
+//     lexicographically, with a 32-byte big-endian encoding whose byte order
+//     is token order and a strict text form "e12.i3.c8842.s5". The first
+//     three name a delegation, which the key's home grants and signs; the
+//     section numbers the critical sections its holder admits under it, so
+//     that every critical section has a token above every earlier one.
 //   - Grant (lockGrant.v1) and its canonical encoding; KeyRing, which signs
 //     grants with HMAC-SHA256 over the encoding's digest, verifies them with any
 //     key not retired, and refuses revoked issuer epochs.
@@ -34,6 +37,7 @@
 //		Owner:     callerNodeID,   // the authenticated caller, not read from the grant
 //		Operation: "settle",
 //		OpID:      "settle-7781",
+//		Section:   handle.Token().Section,
 //		Segment:   1,
 //		Payload:   row,
 //	}, func(b *pebble.Batch) error {
@@ -46,7 +50,22 @@
 //
 // After a lost acknowledgement the writer asks Receipt(resource, opID) before
 // doing anything else, and a worker taking over asks Reconcile (see Unknown
-// outcomes); a long job writes segments 1, 2, 3... under one grant.
+// outcomes); a long job writes segments 1, 2, 3... under one token.
+//
+// # Sections and the signed grant
+//
+// The grant is signed by the home for the delegation (e, i, c); the Guard
+// fences with that token and Mutation.Section, which the grant does not
+// cover. A section's token cannot be signed without a message to the home
+// per critical section, which is what delegation avoids, and the holder
+// node has no key of the home's. Nothing is lost by it: the section orders
+// writers that share the one grant, all of them the node the grant names
+// (Owner is checked against the caller), and that node could already write
+// under its grant with any segment. What the section adds is that a paused
+// earlier critical section of the same node, presenting its own lower
+// section, is refused as a stale owner like any other. Across delegations
+// the signed part decides: every section of a later delegation is above
+// every section of an earlier one.
 //
 // # What a write costs
 //
@@ -117,7 +136,8 @@
 //     Guard configured with a cluster domain refuses node-scope grants
 //     (ErrForeignDomain). After Migrate, the new domain's tokens must exceed
 //     the old highest fence (ErrMigrationPending).
-//  5. Fence: a token below the highest is ErrStaleOwner, or ErrFenceRegression
+//  5. Fence: the token is the grant's with Mutation.Section; a token below
+//     the highest is ErrStaleOwner, or ErrFenceRegression
 //     if the resource has receipts under that very token from another grant. A
 //     token equal to the highest under another grant is ErrFenceRegression.
 //  6. Segment: a higher token must start at segment 1; an equal token must carry

@@ -23,7 +23,7 @@ const (
 	MaxNameLen = 256
 	// MaxGrantSize bounds a canonical grant encoding; it is the sum of the
 	// field bounds and the fixed-width fields.
-	MaxGrantSize = 2 + len(GrantSchema) + 2 + MaxResourceLen + 5*(2+MaxNameLen) + TokenSize + 8 + 8 + 1
+	MaxGrantSize = 2 + len(GrantSchema) + 2 + MaxResourceLen + 5*(2+MaxNameLen) + legacyTokenSize + 8 + 8 + 1
 )
 
 // Scope says what a grant's lock guarantees.
@@ -66,7 +66,9 @@ type Grant struct {
 	RequestID string
 	// Lease identifies the delegation the grant was issued under.
 	Lease string
-	// Token is the fence; never zero.
+	// Token is the delegation's fence; never zero, and Section 0: the home
+	// signs the delegation, and the holder numbers the critical sections
+	// admitted under it without asking (Mutation.Section).
 	Token Token
 	// IssuerEpoch is the issuer's revocation epoch: revoking it on the key ring
 	// refuses every grant the issuer signed in it.
@@ -115,6 +117,9 @@ func (g *Grant) validate() error {
 	if g.Token.IsZero() {
 		return fmt.Errorf("%w: grant token is zero", ErrBadGrant)
 	}
+	if g.Token.Section != 0 {
+		return fmt.Errorf("%w: grant token %s names a section; a grant covers a delegation", ErrBadGrant, g.Token)
+	}
 	if g.TTL <= 0 {
 		return fmt.Errorf("%w: grant TTL %v is not positive", ErrBadGrant, g.TTL)
 	}
@@ -126,7 +131,7 @@ func (g *Grant) validate() error {
 
 // AppendCanonical appends the canonical lockGrant.v1 encoding of g to b:
 // schema tag, then resource, owner, request ID, lease (uint16-length-prefixed),
-// token (24 bytes), issuer epoch (8), domain, TTL in nanoseconds (8),
+// delegation token (24 bytes: epoch, incarnation, counter), issuer epoch (8), domain, TTL in nanoseconds (8),
 // operation, scope (1), all big-endian, in this order.
 func (g Grant) AppendCanonical(b []byte) ([]byte, error) {
 	if err := g.validate(); err != nil {
@@ -146,7 +151,7 @@ func (g *Grant) appendFields(b []byte, ttl time.Duration) []byte {
 	b = appendU16String(b, g.Owner)
 	b = appendU16String(b, g.RequestID)
 	b = appendU16String(b, g.Lease)
-	b = appendToken(b, g.Token)
+	b = appendDelegationToken(b, g.Token)
 	b = binary.BigEndian.AppendUint64(b, g.IssuerEpoch)
 	b = appendU16String(b, g.Domain)
 	b = binary.BigEndian.AppendUint64(b, uint64(ttl))
@@ -170,7 +175,7 @@ func DecodeGrant(b []byte) (Grant, error) {
 	g.Owner = d.string16("owner", MaxNameLen)
 	g.RequestID = d.string16("request ID", MaxNameLen)
 	g.Lease = d.string16("lease", MaxNameLen)
-	g.Token = d.token("token")
+	g.Token = d.delegationToken("token")
 	g.IssuerEpoch = d.u64("issuer epoch")
 	g.Domain = d.string16("domain", MaxNameLen)
 	ttl := d.u64("TTL")

@@ -48,6 +48,7 @@ func TestGrantRejects(t *testing.T) {
 		"bad scope":       func(g *Grant) { g.Scope = 3 },
 		"long resource":   func(g *Grant) { g.Resource = strings.Repeat("r", MaxResourceLen+1) },
 		"long owner":      func(g *Grant) { g.Owner = strings.Repeat("o", MaxNameLen+1) },
+		"section token":   func(g *Grant) { g.Token.Section = 1 }, // a grant covers a delegation
 	} {
 		g := valid
 		mod(&g)

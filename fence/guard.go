@@ -74,7 +74,14 @@ type Mutation struct {
 	// OpID names the operation for Receipt after a lost acknowledgement; it is
 	// unique per resource (F7).
 	OpID string
-	// Segment numbers the segments written under one grant from 1.
+	// Section is the critical section's place in its delegation
+	// (Token.Section of the lock's handle): the Guard orders the mutation
+	// by the grant's token with this section, so a paused earlier section
+	// of the same delegation is refused as stale. The grant does not sign
+	// it: the home signs the delegation, and its holder numbers the
+	// sections it admits without a message. 0 is the delegation as a whole.
+	Section uint64
+	// Segment numbers the segments written under one token from 1.
 	Segment uint64
 	// Payload identifies the write: a replay must carry the same bytes. The
 	// Guard stores only its SHA-256 (and the bytes of a quarantined conflict).
@@ -344,6 +351,9 @@ func (g *Guard) authenticate(m *Mutation) (Grant, [32]byte, error) {
 	if err != nil {
 		return Grant{}, root, fmt.Errorf("%w: resource %q", err, m.Resource)
 	}
+	// The fence is the signed delegation's token with the holder's section
+	// (see Mutation.Section); every section shares the grant's root.
+	gr.Token.Section = m.Section
 	// F3: the proof must be for this resource, this caller and this kind of
 	// operation; a valid grant for another resource is a replay.
 	switch {

@@ -225,9 +225,9 @@ func TestMatrixForgedOversizedToken(t *testing.T) {
 
 	// Edit the token inside an honest grant.
 	s := f.grant(res, "M", tok(1, 1, 1))
-	i := bytes.Index(s, mustBinary(tok(1, 1, 1)))
+	i := bytes.Index(s, grantToken(tok(1, 1, 1)))
 	must.True(t, i > 0)
-	copy(s[i:], mustBinary(max))
+	copy(s[i:], grantToken(max))
 	f.refused(mut(s, res, "M", "m", 1, "m"), ErrBadGrant)
 	// Sign one with a key the ring does not hold, under the ring's key ID.
 	evil := NewKeyRing()
@@ -242,7 +242,8 @@ func TestMatrixForgedOversizedToken(t *testing.T) {
 	f.accepted(mut(f.grant(res, "B", tok(1, 1, 2)), res, "B", "b", 1, "b"))
 }
 
-func mustBinary(t Token) []byte { b, _ := t.MarshalBinary(); return b }
+// grantToken is t as a signed grant carries it (its delegation, 24 bytes).
+func grantToken(t Token) []byte { return appendDelegationToken(nil, t) }
 
 func TestMatrixTamperedGrantDigest(t *testing.T) {
 	f := newFixture(t, GuardOptions{})
@@ -250,7 +251,7 @@ func TestMatrixTamperedGrantDigest(t *testing.T) {
 	for name, tamper := range map[string]func([]byte){
 		"MAC":        func(b []byte) { b[len(b)-1] ^= 1 },
 		"owner":      func(b []byte) { copy(b[bytes.Index(b, []byte("\x00\x01A"))+2:], "M") },
-		"issuer":     func(b []byte) { b[bytes.Index(b, mustBinary(tok(1, 1, 5)))+TokenSize+7] ^= 1 },
+		"issuer":     func(b []byte) { b[bytes.Index(b, grantToken(tok(1, 1, 5)))+legacyTokenSize+7] ^= 1 },
 		"TTL":        func(b []byte) { binary.BigEndian.PutUint64(b[len(b)-macSize-1-7-8:], uint64(time.Hour)) },
 		"key ID":     func(b []byte) { b[len(signedMagic)+1] = '9' },
 		"length":     func(b []byte) { b[len(signedMagic)+1+2] ^= 1 },
@@ -312,4 +313,25 @@ func TestRetiredKeyRefusedAfterCachedVerify(t *testing.T) {
 	must.NoError(t, f.ring.Retire("k1"))
 	f.refused(mut(s, res, "A", "a3", 3, "a3"), ErrBadGrant)
 	f.accepted(mut(f.grant(res, "A", tok(1, 1, 1), func(g *Grant) { g.TTL = time.Minute }), res, "A", "a3", 3, "a3"))
+}
+
+// Sections of one delegation share its grant and order by Section: a
+// paused earlier section of the same node is as stale as another node's,
+// and the next delegation orders above every section of the last.
+func TestMatrixStaleSection(t *testing.T) {
+	f := newFixture(t, GuardOptions{})
+	a := f.grant(res, "A", tok(1, 1, 1))
+	inSection := func(m Mutation, s uint64) Mutation { m.Section = s; return m }
+	rc := f.accepted(inSection(mut(a, res, "A", "a2", 1, "two"), 2))
+	check.Equal(t, sec(1, 1, 1, 2), rc.Token)
+	f.refused(inSection(mut(a, res, "A", "a1", 1, "one"), 1), ErrStaleOwner)
+	f.refused(mut(a, res, "A", "a0", 1, "whole"), ErrStaleOwner) // the delegation as a whole
+	f.accepted(inSection(mut(a, res, "A", "a2b", 2, "two more"), 2))
+	// A new section is a new fence: its segments start at 1.
+	f.refused(inSection(mut(a, res, "A", "a3", 2, "three"), 3), ErrSegmentOrder)
+	f.accepted(inSection(mut(a, res, "A", "a3", 1, "three"), 3))
+	check.Equal(t, sec(1, 1, 1, 3), f.highest(res))
+	b := f.grant(res, "B", tok(1, 1, 2))
+	f.accepted(inSection(mut(b, res, "B", "b1", 1, "b"), 1))
+	f.refused(inSection(mut(a, res, "A", "a9", 1, "late"), 9), ErrStaleOwner)
 }

@@ -9,9 +9,9 @@ import (
 // a uint16 length so that no resource's keys are a prefix of another's:
 //
 //	P 's' len res                      -> resourceState
-//	P 'r' len res token(24) segment(8) -> Receipt (one per accepted segment)
-//	P 'o' len res opID                 -> token(24) segment(8) of the opID's receipt
-//	P 'q' len res token(24) segment(8) payloadDigest(32) -> Quarantined
+//	P 'r' len res token(32) segment(8) -> Receipt (one per accepted segment)
+//	P 'o' len res opID                 -> token(32) segment(8) of the opID's receipt
+//	P 'q' len res token(32) segment(8) payloadDigest(32) -> Quarantined
 //	P 'm' len res                      -> modeRecord
 //	P 'w' len res opID                 -> WouldRefusal
 //	P 'D'                              -> the Guard's default mode
@@ -32,7 +32,9 @@ const (
 	kindShadow     = 'w'
 	kindDefault    = 'D'
 
-	recordVersion = 1
+	// recordVersion 2 stores 32-byte tokens (with the section); version 1
+	// records, with 24-byte tokens, are refused as unknown.
+	recordVersion = 2
 )
 
 func (g *Guard) resourceKey(kind byte, res string, extra int) []byte {

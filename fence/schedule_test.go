@@ -334,7 +334,7 @@ func (s *schedule) acquire(owner, r string) {
 	is := s.issuers[r]
 	is.counter++
 	g := Grant{Resource: r, Owner: owner, RequestID: fmt.Sprintf("req-%d", s.opSeq), Lease: fmt.Sprintf("lease-%d", s.rng.Uint32()),
-		Token: Token{is.epoch, is.inc, is.counter}, IssuerEpoch: s.issuerEp, Domain: "A", TTL: time.Second, Operation: "write", Scope: ScopeCluster}
+		Token: Token{Epoch: is.epoch, Incarnation: is.inc, Counter: is.counter}, IssuerEpoch: s.issuerEp, Domain: "A", TTL: time.Second, Operation: "write", Scope: ScopeCluster}
 	s.opSeq++
 	signed, id := s.sign(g)
 	h := &holding{signed: signed, grant: g, keyID: id, next: 1}
@@ -438,14 +438,14 @@ func (s *schedule) attack() {
 		m.m.Signed, m.macBroken, m.label = b, true, "tampered"
 	case 1: // raise the token inside an honest grant
 		b := bytes.Clone(h.signed)
-		i := bytes.Index(b, mustBinary(h.grant.Token))
-		copy(b[i:], mustBinary(Token{math.MaxUint64, math.MaxUint64, math.MaxUint64}))
+		i := bytes.Index(b, grantToken(h.grant.Token))
+		copy(b[i:], grantToken(Token{Epoch: math.MaxUint64, Incarnation: math.MaxUint64, Counter: math.MaxUint64}))
 		m.m.Signed, m.macBroken, m.label = b, true, "oversized-token"
 	case 2: // sign with a key the ring does not hold, under its key ID
 		evil := NewKeyRing()
 		_ = evil.Add(s.ring.SigningKeyID(), attackerKey)
 		g := h.grant
-		g.Token = Token{math.MaxUint64, 0, 0}
+		g.Token = Token{Epoch: math.MaxUint64}
 		m.m.Signed, _ = evil.Sign(g)
 		m.macBroken, m.label = true, "forged-key"
 	case 3: // replay a valid proof on the other resource
@@ -464,12 +464,12 @@ func (s *schedule) attack() {
 		m.label = "impersonation"
 	case 5: // a foreign domain's lock service, sharing the trust bundle
 		g := h.grant
-		g.Domain, g.Token = "B", Token{g.Token.Epoch + 1, 1, 1}
+		g.Domain, g.Token = "B", Token{Epoch: g.Token.Epoch + 1, Incarnation: 1, Counter: 1}
 		m.m.Signed, m.keyID = s.sign(g)
 		m.grant, m.label = g, "foreign-domain"
 	default: // a node-scope grant from this domain
 		g := h.grant
-		g.Scope, g.Token = ScopeNode, Token{g.Token.Epoch + 1, 1, 1}
+		g.Scope, g.Token = ScopeNode, Token{Epoch: g.Token.Epoch + 1, Incarnation: 1, Counter: 1}
 		m.m.Signed, m.keyID = s.sign(g)
 		m.grant, m.label = g, "node-scope"
 	}

@@ -3,8 +3,8 @@ package home
 import (
 	"time"
 
-	"github.com/homelock/homelock/fence"
 	"github.com/homelock/homelock/internal/deadline"
+	"github.com/homelock/homelock/internal/dtoken"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -108,7 +108,7 @@ func (m *Machine) serve(now time.Time, key string, ke *entry) msg.WaitReason {
 		if !ke.is(recalled) && (len(ke.waiters()) > 0 || !home || !m.holderIsMember(ke)) {
 			ke.set(recalled, true)
 			m.stats.Recalls++
-			m.send(m.holder(ke).ID, msg.Recall{Key: key, Token: d.token})
+			m.send(m.holder(ke).ID, msg.Recall{Key: key, Token: d.token.Token()})
 		}
 		m.timers.Add(ke, d.expires)
 		reason = msg.WaitHolder
@@ -197,13 +197,13 @@ func (m *Machine) grant(now time.Time, key string, ke *entry, w *waiter) {
 	d := delegation{
 		holder:  m.peers.Ref(w.from, w.fromInc),
 		attempt: w.attempt,
-		token:   fence.Token{Epoch: cur.e.Number, Incarnation: m.cfg.Inc, Counter: m.counter},
+		token:   dtoken.T{Epoch: cur.e.Number, Incarnation: m.cfg.Inc, Counter: m.counter},
 		lease:   lease,
 		expires: deadline.At(now.Add(lease + m.cfg.Skew)),
 	}
 	var signed []byte
 	if m.cfg.Sign != nil {
-		signed = m.cfg.Sign(GrantInfo{Key: key, Holder: w.from, Req: w.req, Token: d.token, Epoch: cur.e.Number, Lease: lease})
+		signed = m.cfg.Sign(GrantInfo{Key: key, Holder: w.from, Req: w.req, Token: d.token.Token(), Epoch: cur.e.Number, Lease: lease})
 	}
 	m.setDeleg(ke, d, w.req, ke.barrier(), signed)
 	ke.set(contended, len(ke.waiters()) > 0)
@@ -225,7 +225,7 @@ func (m *Machine) grant(now time.Time, key string, ke *entry, w *waiter) {
 func (m *Machine) sendGrant(ke *entry) {
 	d := &ke.d
 	m.send(m.holder(ke).ID, msg.Grant{
-		Key: ke.key, Req: m.req(ke), Attempt: d.attempt, Token: d.token, Lease: d.lease,
+		Key: ke.key, Req: m.req(ke), Attempt: d.attempt, Token: d.token.Token(), Lease: d.lease,
 		Barrier: ke.given(), Recalled: ke.is(recalled) && !ke.is(contended), Contended: ke.is(contended), Signed: ke.signed(),
 	})
 }
@@ -233,7 +233,7 @@ func (m *Machine) sendGrant(ke *entry) {
 // Release frees the delegation with exactly this token, from whoever sends it.
 func (m *Machine) Release(now time.Time, r msg.Release) {
 	ke := m.keys.Get(r.Key)
-	if ke == nil || ke.deleg() == nil || ke.d.token != r.Token {
+	if ke == nil || ke.deleg() == nil || !ke.d.token.Is(r.Token) {
 		return
 	}
 	m.free(now, ke, true, r.Barrier)
@@ -259,23 +259,32 @@ func (m *Machine) Withdraw(now time.Time, env msg.Envelope, w msg.Withdraw) {
 	m.serve(now, w.Key, ke)
 }
 
-// Renew extends a delegation only while nobody waits, the key is still ours
-// and the holder is still a member; a refusal counts as a recall.
+// Renew extends a delegation while the key is still ours and the holder is
+// still a member (H14), waiters or not: a holder renews a recalled
+// delegation only while a critical section runs on it, and that section
+// keeps the lock while its holder is alive (held while alive). A refusal
+// counts as a recall. Renewing a recalled delegation repeats the Recall, so
+// that a lost one cannot let the holder admit new sections ahead of the
+// waiters.
 func (m *Machine) Renew(now time.Time, env msg.Envelope, r msg.Renew) {
 	ke := m.keys.Get(r.Key)
-	if ke == nil || ke.deleg() == nil || ke.d.token != r.Token || !m.holder(ke).Same(env.From) {
+	if ke == nil || ke.deleg() == nil || !ke.d.token.Is(r.Token) || !m.holder(ke).Same(env.From) {
 		// Not ours (anymore): refuse, so the holder drains rather than trusts it.
 		m.send(env.From.ID, msg.RenewReply{Key: r.Key, Token: r.Token, Attempt: r.Attempt})
 		return
 	}
 	d := ke.deleg()
-	if ke.is(recalled) || len(ke.waiters()) > 0 || !m.IsHome(r.Key) || !m.holderIsMember(ke) {
+	if !m.IsHome(r.Key) || !m.holderIsMember(ke) || m.cfg.Mutations.NoRenewWhileWaited && (ke.is(recalled) || len(ke.waiters()) > 0) {
 		if !ke.is(recalled) {
 			ke.set(recalled, true)
 			m.stats.Recalls++
 		}
 		m.send(env.From.ID, msg.RenewReply{Key: r.Key, Token: r.Token, Attempt: r.Attempt})
 		return
+	}
+	if len(ke.waiters()) > 0 && !ke.is(recalled) {
+		ke.set(recalled, true)
+		m.stats.Recalls++
 	}
 	lease := r.Lease
 	if lease <= 0 || lease > m.cfg.MaxLease {
@@ -294,5 +303,8 @@ func (m *Machine) Renew(now time.Time, env msg.Envelope, r msg.Renew) {
 	}
 	d.lease = lease
 	m.send(env.From.ID, msg.RenewReply{Key: r.Key, Token: r.Token, Attempt: r.Attempt, OK: true, Lease: lease})
+	if ke.is(recalled) && !ke.is(contended) {
+		m.send(env.From.ID, msg.Recall{Key: r.Key, Token: r.Token})
+	}
 	m.timers.Add(ke, d.expires)
 }

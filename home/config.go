@@ -70,6 +70,10 @@ type Mutations struct {
 	// AcceptStaleDrained lets a Drained for an earlier epoch transition waive
 	// the current one (H5: a duplicated old Drained after later epochs).
 	AcceptStaleDrained bool
+	// NoRenewWhileWaited refuses to renew a delegation others wait for, so
+	// a running critical section loses its lock at the lease's end: the
+	// rule before held-while-alive, which the simulator's check catches.
+	NoRenewWhileWaited bool
 	// EchoFirstAttempt makes a Grant echo the first attempt of a request
 	// instead of the last one received (H22).
 	EchoFirstAttempt bool

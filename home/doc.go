@@ -41,6 +41,14 @@
 //   - R1 a restarted home gates everything until start + EpochLease + Skew
 //     unless its current epoch's gate-passed marker was synced and every
 //     member answered its reclaim (H2, H3); reclaimed delegations are adopted.
+//   - D4 held while alive: a delegation is renewed, waiters or not, while
+//     its key is still ours and its holder a member of the epoch (H14),
+//     each time up to MaxLease and never past the home's liveness (D3). A
+//     holder renews a recalled delegation only while the critical section
+//     that was running goes on, so waiters get the key as soon as it ends,
+//     or once its lease runs out if the holder dies or goes silent. A
+//     renewal of a recalled delegation repeats the Recall, so one lost
+//     Recall cannot let the holder admit new sections ahead of the waiters.
 //   - Fairness: waiters are granted oldest first; a recalled holder queues
 //     behind those already waiting; a grant made while others wait is marked
 //     contended, so its holder admits one critical section and drains.

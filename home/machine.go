@@ -243,7 +243,7 @@ func (m *Machine) Holding(key string) (fence.Token, msg.NodeID, bool) {
 	if ke == nil || ke.deleg() == nil {
 		return fence.Token{}, "", false
 	}
-	return ke.d.token, m.holder(ke).ID, true
+	return ke.d.token.Token(), m.holder(ke).ID, true
 }
 
 // IsHome reports whether this node is key's home in its current epoch.

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/homelock/homelock/internal/deadline"
+	"github.com/homelock/homelock/internal/dtoken"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -53,7 +54,7 @@ func (m *Machine) ReclaimAnswer(now time.Time, env msg.Envelope, a msg.ReclaimAn
 	delete(m.reclaimWait, env.From.ID)
 	for _, h := range a.Held {
 		ke := m.entry(h.Key)
-		if ke.deleg() != nil && !ke.d.token.Less(h.Token) {
+		if ke.deleg() != nil && !ke.d.token.Token().Less(h.Token) {
 			continue
 		}
 		if ke.deleg() == nil {
@@ -61,7 +62,7 @@ func (m *Machine) ReclaimAnswer(now time.Time, env msg.Envelope, a msg.ReclaimAn
 			m.byHold[env.From.ID]++
 		}
 		m.setDeleg(ke, delegation{
-			holder: m.peers.Ref(env.From, env.FromInc), token: h.Token, lease: h.Remaining,
+			holder: m.peers.Ref(env.From, env.FromInc), token: dtoken.Of(h.Token), lease: h.Remaining,
 			expires: deadline.At(now.Add(h.Remaining + m.cfg.Skew)),
 		}, msg.RequestID{}, h.Barrier, nil)
 		if ke.x != nil {

@@ -3,8 +3,8 @@ package home
 import (
 	"time"
 
-	"github.com/homelock/homelock/fence"
 	"github.com/homelock/homelock/internal/deadline"
+	"github.com/homelock/homelock/internal/dtoken"
 	"github.com/homelock/homelock/internal/peers"
 	"github.com/homelock/homelock/msg"
 )
@@ -32,7 +32,7 @@ type entry struct {
 // home's own, longer clock: anchored at the grant (or renewal receipt) and
 // lengthened by Skew, so the holder always expires first.
 type delegation struct {
-	token fence.Token
+	token dtoken.T
 	// reqSeq is the granted request's sequence number; the request's
 	// incarnation is the holder's (see Machine.req).
 	reqSeq  uint64

@@ -642,8 +642,13 @@ type checker struct {
 	// Release, and the node now answerable for handing it on (the home, or
 	// the new home a Drained reached). A crash of that node ends the promise.
 	released map[string]released
-	// recalled: Recall messages delivered, per receiver.
-	recalled map[msg.NodeID]map[fence.Token]bool
+	// recalled: Recall messages delivered, per receiver and delegation: did
+	// its Grant arrive first, and had it admitted anything by then.
+	recalled map[msg.NodeID]map[fence.Token]recallSeen
+	// admits counts admissions per node and delegation; received, the
+	// Grants delivered.
+	admits   map[msg.NodeID]map[fence.Token]int
+	received map[msg.NodeID]map[fence.Token]bool
 	// writes counts critical sections per key: the harness store's position.
 	writes map[string]int
 	// grantIn is the Grant being delivered (to catch one discarded as late).
@@ -656,6 +661,11 @@ type openCS struct {
 	locker uint64
 	token  fence.Token
 	end    time.Time // true time
+}
+
+type recallSeen struct {
+	afterGrant   bool
+	admitsBefore int
 }
 
 type released struct {
@@ -673,7 +683,8 @@ func newChecker() checker {
 	return checker{
 		maxAdmit: map[string]fence.Token{}, granted: map[string]map[fence.Token]bool{},
 		maxGranted: map[string]fence.Token{}, released: map[string]released{},
-		recalled: map[msg.NodeID]map[fence.Token]bool{}, writes: map[string]int{},
+		recalled: map[msg.NodeID]map[fence.Token]recallSeen{}, writes: map[string]int{},
+		admits: map[msg.NodeID]map[fence.Token]int{}, received: map[msg.NodeID]map[fence.Token]bool{},
 	}
 }
 
@@ -704,10 +715,15 @@ func (c *checker) sent(h *harness, n *hnode, env msg.Envelope) {
 			h.violation("unsettled release: %s releases %s %s with the barrier of a hook for %s", n.id, b.Key, b.Token, *h.settling)
 		}
 		if gi := c.grantIn; gi != nil && gi.to == n.id && gi.g.Token == b.Token && !gi.g.Recalled &&
-			!c.recalled[n.id][b.Token] && n.core.Holder().Stats().Deferred > 0 {
+			!c.isRecalled(n.id, b.Token) && n.core.Holder().Stats().Deferred > 0 {
 			h.violation("I5 progress: %s discards grant %s %s as late while its lockers wait", n.id, b.Key, b.Token)
 		}
 	}
+}
+
+func (c *checker) isRecalled(id msg.NodeID, tok fence.Token) bool {
+	_, ok := c.recalled[id][tok]
+	return ok
 }
 
 // delivering notes what a message is about to do at its receiver.
@@ -728,17 +744,24 @@ func (c *checker) delivering(h *harness, to *hnode, env msg.Envelope) {
 		}
 	case msg.Recall:
 		if c.recalled[to.id] == nil {
-			c.recalled[to.id] = map[fence.Token]bool{}
+			c.recalled[to.id] = map[fence.Token]recallSeen{}
 		}
-		c.recalled[to.id][b.Token] = true
+		if _, ok := c.recalled[to.id][b.Token]; !ok {
+			c.recalled[to.id][b.Token] = recallSeen{afterGrant: c.received[to.id][b.Token], admitsBefore: c.admits[to.id][b.Token]}
+		}
 	case msg.Grant:
 		c.grantIn = &grantIn{to: to.id, g: b}
+		if c.received[to.id] == nil {
+			c.received[to.id] = map[fence.Token]bool{}
+		}
+		c.received[to.id][b.Token] = true
 	}
 }
 
 // admitted checks I1 (no other critical section on the key still valid in
-// true time), that admissions never go back in token order, and that no
-// critical section starts under a recalled delegation.
+// true time), that every admission's token is above every earlier one's
+// (a token per critical section), and that no critical section starts
+// under a recalled delegation.
 func (c *checker) admitted(h *harness, n *hnode, e delegation.Event) {
 	for _, o := range c.open {
 		if o.key == e.Key && o.node != n.id && o.end.After(h.now) {
@@ -746,14 +769,24 @@ func (c *checker) admitted(h *harness, n *hnode, e delegation.Event) {
 				n.id, e.Key, e.Token, o.node, o.token, ts(o.end))
 		}
 	}
-	if e.Token.Less(c.maxAdmit[e.Key]) {
-		h.violation("I2 tokens increase: %s admitted %s with %s below an earlier admission's %s", n.id, e.Key, e.Token, c.maxAdmit[e.Key])
+	if !c.maxAdmit[e.Key].Less(e.Token) {
+		h.violation("I2 tokens increase: %s admitted %s with %s, not above an earlier admission's %s", n.id, e.Key, e.Token, c.maxAdmit[e.Key])
 	} else {
 		c.maxAdmit[e.Key] = e.Token
 	}
-	if c.recalled[n.id][e.Token] {
+	// L3: nothing new on a recalled delegation, but for one section of a
+	// holder whose Recall came after its Grant and before it admitted
+	// anything (it waited for freshness): that is the contended grant's one
+	// turn, without which a contender could lose every turn. A Recall that
+	// overtook its Grant leaves no turn at all.
+	d := e.Token.Delegation()
+	if r, ok := c.recalled[n.id][d]; ok && (!r.afterGrant || r.admitsBefore > 0 || c.admits[n.id][d] > 0) {
 		h.violation("recalled delegation admits: %s admitted %s locker=%d under %s after its recall", n.id, e.Key, e.Locker, e.Token)
 	}
+	if c.admits[n.id] == nil {
+		c.admits[n.id] = map[fence.Token]int{}
+	}
+	c.admits[n.id][d]++
 	c.writes[e.Key]++
 	c.open = append(c.open, &openCS{node: n.id, key: e.Key, locker: e.Locker, token: e.Token, end: n.trueAt(e.Expires)})
 }

@@ -1,0 +1,14 @@
+package homelock
+
+import (
+	"testing"
+	"unsafe"
+)
+
+// TestHandleSize: the Handle is the repeat path's one allocation, 160 bytes,
+// a malloc size class; a field more moves it to the next (176).
+func TestHandleSize(t *testing.T) {
+	if got := unsafe.Sizeof(Handle{}); got > 160 {
+		t.Errorf("Handle is %d bytes, over its 160", got)
+	}
+}
