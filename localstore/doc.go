@@ -21,15 +21,14 @@
 //   - Gate-passed markers, one per epoch number: condition (i) of a restart
 //     without the full gate, and what lets a restarted old home vouch with
 //     Drained (DESIGN "Restart", H19).
-//
 //   - The write counter: every batch above also stores one more than the
 //     last, and the same number is synced into a file of its own beside the
 //     database (S4).
 //
 // Every write is a single Pebble batch committed with pebble.Sync, and the
-// method returns only after the sync (and the counter file's). The driver writes what a protocol step
-// produced (Commit) and only then sends the step's messages, as raft's Ready
-// saves entries before sending.
+// method returns only after the sync (and the counter file's). The driver
+// writes what a protocol step produced (Commit) and only then sends the
+// step's messages, as raft's Ready saves entries before sending.
 //
 // # Invariants
 //
