@@ -270,7 +270,7 @@ func (s *Store) corrupt(err error) error {
 
 const corruptAdvice = "the node must not start from this directory, or it could break a promise it made: " +
 	"restore the directory from a copy taken after the node last stopped, " +
-	"or remove it and start the node with Join to come back as a new member"
+	"or remove it and start the node with Join (--join) to come back as a new member"
 
 // readErr is a failed read: corruption if Pebble says so (a checksum
 // mismatch), an I/O error otherwise.
