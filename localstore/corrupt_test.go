@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/homelock/homelock/epoch"
 )
@@ -298,4 +299,34 @@ func TestCrashVersusCorruption(t *testing.T) {
 			})
 		}
 	}
+}
+
+// A store written before the write counter existed (its records, no counter
+// key, no counter file) opens, keeps its state and starts counting; from
+// then on it is protected like any other (S4).
+func TestStoreWithoutCounterStartsOne(t *testing.T) {
+	fs := vfs.NewMem()
+	id := Identity{NodeID: "n1", StoreID: 77, ClusterID: "c1"}
+	rawPebble(func(db *pebble.DB) error {
+		b := db.NewBatch()
+		defer b.Close()
+		noErr(t, b.Set(identityKey, encodeIdentity(id), nil))
+		noErr(t, b.Set(incarnationKey, encodeIncarnation(4), nil))
+		noErr(t, b.Set(learnedKey, encodeLearned(*testLearned(6)), nil))
+		return b.Commit(pebble.Sync)
+	})(t, fs)
+
+	s, err := Open(testDir, testOptions(fs))
+	noErr(t, err)
+	eq(t, s.Identity(), id)
+	eq(t, loadT(t, s).Learned.Epoch.Number, uint64(6))
+	inc, err := s.BumpIncarnation()
+	noErr(t, err)
+	eq(t, inc, uint64(5))
+	noErr(t, s.Close())
+
+	noErr(t, fs.Remove(fs.PathJoin(testDir, counterFileName)))
+	_, err = Open(testDir, testOptions(fs))
+	isErr(t, err, ErrCorrupt)
+	errContains(t, err, "is missing but the database holds write 2")
 }
