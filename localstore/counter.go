@@ -152,7 +152,7 @@ func openCounterFile(fsys vfs.FS, dir string, exists bool) (vfs.File, error) {
 	if exists {
 		return f, nil
 	}
-	if _, err := f.WriteAt(make([]byte, counterFileLen), 0); err == nil {
+	if _, err = f.WriteAt(make([]byte, counterFileLen), 0); err == nil {
 		err = f.Sync()
 	}
 	if err == nil {

@@ -178,3 +178,31 @@ func TestFailedCreateLeavesNothing(t *testing.T) {
 	defer s.Close()
 	eq(t, s.Identity(), id)
 }
+
+// syncFailCounterFS makes the full sync of the counter file fail, the one
+// that makes a new file durable (slot writes use SyncData).
+type syncFailCounterFS struct{ vfs.FS }
+
+type syncFailFile struct{ vfs.File }
+
+func (f syncFailFile) Sync() error { return errRefused }
+
+func (f syncFailCounterFS) OpenReadWrite(name string, c vfs.DiskWriteCategory, o ...vfs.OpenOption) (vfs.File, error) {
+	file, err := f.FS.OpenReadWrite(name, c, o...)
+	if err != nil || f.PathBase(name) != counterFileName {
+		return file, err
+	}
+	return syncFailFile{file}, nil
+}
+
+// A counter file that cannot be synced when it is created fails the Open
+// (and the failed create leaves nothing): a store whose counter is not
+// durable would acknowledge writes it could not later check (S4).
+func TestCounterFileSyncFailureFailsOpen(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "node")
+	_, err := Open(dir, testOptions(syncFailCounterFS{vfs.Default}))
+	isErr(t, err, errRefused)
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("failed create left %s (%v)", dir, err)
+	}
+}
