@@ -124,10 +124,23 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		n.ring = r
 	}
 	n.hookCtx, n.hookCancel = context.WithCancel(context.Background())
-	ok := false
+	// Until the protocol starts, a failed start has sent and answered
+	// nothing, so a store this Open created is removed with it; after that
+	// the node may have promised something, and its store stays (S1).
+	ok, spoke := false, false
 	defer func() {
-		if !ok {
-			n.shutdown()
+		if ok {
+			return
+		}
+		st := n.store
+		if !spoke {
+			n.store = nil
+		}
+		_ = n.shutdown()
+		if st != nil && !spoke {
+			if err := st.Discard(); err != nil {
+				n.log.Warn("cannot remove the store of a failed start", "dir", cfg.DataDir, "err", err)
+			}
 		}
 	}()
 
@@ -163,6 +176,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	if err := n.startMembership(); err != nil {
 		return nil, err
 	}
+	spoke = true
 
 	now := n.clock.Now()
 	n.mu.Lock()

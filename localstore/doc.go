@@ -24,11 +24,14 @@
 //   - Gate-passed markers, one per epoch number: condition (i) of a restart
 //     without the full gate, and what lets a restarted old home vouch with
 //     Drained ("Restarts and reclaim" in docs/design.md; hazard H19).
+//   - The write counter: every batch above also stores one more than the
+//     last, and the same number is synced into a file of its own beside the
+//     database (S4).
 //
 // Every write is a single Pebble batch committed with pebble.Sync, and the
-// method returns only after the sync. The driver writes what a protocol step
-// produced (Commit) and only then sends the step's messages, as raft's Ready
-// saves entries before sending.
+// method returns only after the sync (and the counter file's). The driver
+// writes what a protocol step produced (Commit) and only then sends the
+// step's messages, as raft's Ready saves entries before sending.
 //
 // # Invariants
 //
@@ -43,6 +46,19 @@
 //   - S3: the learned epoch never goes back. Commit refuses an older one
 //     (ErrEpochRegression) and a different epoch under the stored number
 //     (ErrEpochConflict).
+//   - S4: a store never opens with less than it acknowledged. A crash loses
+//     only what was not yet synced, at most the write in flight, and the
+//     store opens; damage to synced data makes Open refuse (ErrCorrupt),
+//     never roll back. Pebble alone cannot draw this line: it recovers a
+//     WAL cut short, or overwritten in the middle, to its last readable
+//     record, exactly as it recovers a tail torn by a crash. So each write
+//     carries a counter that is synced into HOMELOCK-COUNTER after Pebble's
+//     sync, and Open requires the database to hold that counter or one
+//     more (counter.go). Checksums Pebble finds wrong (sstable blocks, a
+//     malformed MANIFEST, an older WAL) are ErrCorrupt too. S4 covers
+//     localstore's records only: fence.Guard's, written into the same
+//     database with the embedder's own sync choice, are not counted. A
+//     store written before the counter existed starts one at its next Open.
 //
 // Acceptor records at or below the learned epoch number are pruned when it
 // advances (and never stored afterwards): those instances are decided, and
@@ -58,13 +74,47 @@
 //	0x03 ‖ instance      acceptor record for that agreement instance
 //	0x04                 learned epoch and certificate
 //	0x05 ‖ epoch number  gate-passed marker
-//	0x06 … 0x7f          reserved for localstore; Open refuses unknown keys here
+//	0x06                 write counter (S4)
+//	0x07 … 0x7f          reserved for localstore; Open refuses unknown keys here
 //	0x80 …               fence.Guard's records (GuardPrefix); never read here
 //	0x81 … 0xff          unassigned
 //
 // Values start with a version byte; records.go documents each encoding. The
 // decoders accept exactly what the encoders write, so fuzzing checks both
 // directions.
+//
+// # Files beside Pebble's
+//
+//	LOCK              Pebble's directory lock, which Open takes before it reads
+//	                  anything; a second Open is ErrDataDirInUse
+//	HOMELOCK-PID      the lock holder's pid, for that error's message only
+//	HOMELOCK-COUNTER  the write counter (S4): two checksummed slots a block
+//	                  apart, so a crash that tears one leaves the other
+//
+// A directory holding only LOCK and HOMELOCK-PID counts as empty. Copy the
+// whole directory, with the node stopped, to back it up.
+//
+// # When Open refuses
+//
+//   - ErrDataDirInUse: another node (the pid is in the message) runs on the
+//     directory. Stop it, or give this node its own directory.
+//   - ErrCorrupt: the state is damaged (the message says where: a record, a
+//     Pebble checksum, the database behind its counter file, or the counter
+//     file missing, stale or another store's). The node must not run on it:
+//     an acceptor that forgot a promise could let two epochs live. Restore
+//     the directory from a copy taken after the node last stopped (an older
+//     copy is the same forgetful acceptor), or remove it and start the node
+//     with Join: it comes back as a new member (a new store ID) that made no
+//     promises.
+//   - ErrMissingIdentity: a non-empty directory without a store; most often
+//     a first start that crashed before the identity was synced, which the
+//     message says. Such a directory acknowledged nothing and may be removed.
+//   - ErrWrongNode, ErrWrongCluster: the directory is another node's or
+//     another cluster's; check the configuration.
+//
+// If creating a store fails, Open removes what it created; Discard does the
+// same for a store whose node failed to start before it sent anything.
+// Nothing else is ever removed, reset or repaired by this package.
 //
 // # Use
 //

@@ -23,9 +23,20 @@ var (
 	ErrMissingIdentity = errors.New("localstore: directory has no store identity")
 
 	// ErrCorrupt is returned by Open, LoadEpochState, GatePassed and
-	// BumpIncarnation when a stored record or key cannot be decoded, or has
-	// a record version this build does not know. Nothing is reset.
-	ErrCorrupt = errors.New("localstore: corrupt record")
+	// BumpIncarnation when the durable state is damaged: a record or key
+	// that cannot be decoded or has a record version this build does not
+	// know, a checksum Pebble found wrong (WAL, MANIFEST, sstable), or a
+	// database that lost acknowledged writes or whose counter file does not
+	// match it (S4). The message says what was found and what the operator
+	// can do: restore the directory from a copy taken after the node last
+	// stopped, or remove it and join as a new member. Nothing is reset or
+	// rolled back.
+	ErrCorrupt = errors.New("localstore: durable state is corrupt")
+
+	// ErrDataDirInUse is returned by Open when another Store, in this
+	// process or another, holds the directory. The message names the
+	// holder's pid when its pid file is readable.
+	ErrDataDirInUse = errors.New("localstore: data dir in use")
 
 	// ErrEpochRegression is returned by Commit for a Learned epoch older than
 	// the stored one; nothing of that Commit is written (S3).

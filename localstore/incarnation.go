@@ -22,7 +22,7 @@ func (s *Store) BumpIncarnation() (uint64, error) {
 	var cur uint64
 	if v != nil {
 		if cur, err = decodeIncarnation(v); err != nil {
-			return 0, fmt.Errorf("%w: %q: %v", ErrCorrupt, s.dir, err)
+			return 0, s.corrupt(err)
 		}
 	}
 	if cur == math.MaxUint64 {

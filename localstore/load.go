@@ -26,7 +26,7 @@ func (s *Store) LoadEpochState() (epoch.State, error) {
 	if v != nil {
 		l, err := decodeLearned(v)
 		if err != nil {
-			return epoch.State{}, fmt.Errorf("%w: %q: %v", ErrCorrupt, s.dir, err)
+			return epoch.State{}, s.corrupt(err)
 		}
 		st.Learned = &l
 	}
@@ -35,22 +35,22 @@ func (s *Store) LoadEpochState() (epoch.State, error) {
 		UpperBound: []byte{prefixAcceptor + 1},
 	})
 	if err != nil {
-		return epoch.State{}, fmt.Errorf("localstore: read %q: %w", s.dir, err)
+		return epoch.State{}, s.readErr(err)
 	}
 	defer it.Close()
 	for it.First(); it.Valid(); it.Next() {
 		v, err := it.ValueAndErr()
 		if err != nil {
-			return epoch.State{}, fmt.Errorf("localstore: read %q: %w", s.dir, err)
+			return epoch.State{}, s.readErr(err)
 		}
 		r, err := decodeAcceptorAt(it.Key(), v)
 		if err != nil {
-			return epoch.State{}, fmt.Errorf("%w: %q key %x: %v", ErrCorrupt, s.dir, it.Key(), err)
+			return epoch.State{}, s.corrupt(fmt.Errorf("key %x: %w", it.Key(), err))
 		}
 		st.Acceptor = append(st.Acceptor, r)
 	}
 	if err := it.Error(); err != nil {
-		return epoch.State{}, fmt.Errorf("localstore: read %q: %w", s.dir, err)
+		return epoch.State{}, s.readErr(err)
 	}
 	return st, nil
 }
@@ -69,7 +69,7 @@ func (s *Store) GatePassed(epochNumber uint64) (bool, error) {
 		return false, err
 	}
 	if _, err := decodeGatePassedAt(k, v); err != nil {
-		return false, fmt.Errorf("%w: %q key %x: %v", ErrCorrupt, s.dir, k, err)
+		return false, s.corrupt(fmt.Errorf("key %x: %w", k, err))
 	}
 	return true, nil
 }
@@ -81,7 +81,7 @@ func (s *Store) get(k []byte) ([]byte, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("localstore: read %q key %x: %w", s.dir, k, err)
+		return nil, s.readErr(fmt.Errorf("key %x: %w", k, err))
 	}
 	defer closer.Close()
 	return append([]byte{}, v...), nil

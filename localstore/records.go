@@ -19,6 +19,7 @@ import (
 //	learned v1:     1 | epoch | ballot cert.Ballot | members cert.Acceptors |
 //	                epoch cert.Prev
 //	gate-passed v1: 1 | uvarint epochNumber
+//	counter v1:     1 | uvarint counter (>= 1)
 //
 //	ballot  = uvarint counter | str node
 //	epoch   = uvarint number | uvarint caps.ring | members
@@ -33,6 +34,7 @@ const (
 	acceptorV1    byte = 1
 	learnedV1     byte = 1
 	gatePassedV1  byte = 1
+	counterV1     byte = 1
 )
 
 func encodeIdentity(id Identity) []byte {
@@ -165,6 +167,26 @@ func decodeGatePassed(b []byte) (uint64, error) {
 	n := d.uvarint()
 	if err := d.finish(); err != nil {
 		return 0, fmt.Errorf("gate-passed marker: %w", err)
+	}
+	return n, nil
+}
+
+func encodeCounter(n uint64) []byte {
+	e := encoder{b: []byte{counterV1}}
+	e.uvarint(n)
+	return e.b
+}
+
+func decodeCounter(b []byte) (uint64, error) {
+	d := decoder{b: b}
+	d.version(counterV1)
+	n := d.uvarint()
+	if err := d.finish(); err != nil {
+		return 0, fmt.Errorf("write counter: %w", err)
+	}
+	if n == 0 {
+		// The first write stores 1; 0 is the key's absence.
+		return 0, errors.New("write counter: zero")
 	}
 	return n, nil
 }

@@ -17,6 +17,8 @@ type contents struct {
 	acceptor    []epoch.AcceptorRecord
 	learned     *epoch.Learned
 	gatePassed  []uint64
+	// counter is the write counter (S4); 0 if the key is absent.
+	counter uint64
 }
 
 // scan reads and decodes every key below ownedEnd. Any key or value it cannot
@@ -25,7 +27,7 @@ func (s *Store) scan() (contents, error) {
 	var c contents
 	it, err := s.db.NewIter(&pebble.IterOptions{UpperBound: []byte{ownedEnd}})
 	if err != nil {
-		return c, fmt.Errorf("localstore: read %q: %w", s.dir, err)
+		return c, s.readErr(err)
 	}
 	defer it.Close()
 	for it.First(); it.Valid(); it.Next() {
@@ -36,11 +38,11 @@ func (s *Store) scan() (contents, error) {
 			err = c.add(k, v)
 		}
 		if err != nil {
-			return c, fmt.Errorf("%w: %q key %x: %v", ErrCorrupt, s.dir, k, err)
+			return c, s.corrupt(fmt.Errorf("key %x: %w", k, err))
 		}
 	}
 	if err := it.Error(); err != nil {
-		return c, fmt.Errorf("localstore: read %q: %w", s.dir, err)
+		return c, s.readErr(err)
 	}
 	return c, nil
 }
@@ -54,6 +56,10 @@ func (c *contents) add(k, v []byte) error {
 	case bytes.Equal(k, incarnationKey):
 		inc, err := decodeIncarnation(v)
 		c.incarnation = inc
+		return err
+	case bytes.Equal(k, counterKey):
+		n, err := decodeCounter(v)
+		c.counter = n
 		return err
 	case bytes.Equal(k, learnedKey):
 		l, err := decodeLearned(v)

@@ -15,10 +15,18 @@ import (
 // writes (Commit, BumpIncarnation) are serialized so that the learned-epoch
 // check and the write it guards are one step (S3).
 type Store struct {
-	dir string
-	db  *pebble.DB
-	id  Identity
-	log *slog.Logger
+	dir  string
+	fsys vfs.FS
+	db   *pebble.DB
+	id   Identity
+	log  *slog.Logger
+	// lock is Pebble's directory lock, taken before the directory is read
+	// and released after everything else is closed.
+	lock *pebble.Lock
+	// created is the topmost directory this Open made ("" if dir existed);
+	// fresh says this Open created the store. Together: what Discard removes.
+	created string
+	fresh   bool
 	// writeOpts is pebble.Sync; only the crash test's negative control swaps
 	// it, to show that the test notices a write that was not synced.
 	writeOpts *pebble.WriteOptions
@@ -33,6 +41,10 @@ type Store struct {
 	// learned caches the stored learned epoch's number and digest, which
 	// every Commit checks against (S3).
 	learned learnedMark
+	// counter is the write counter of the last write, held by Pebble and by
+	// counterFile both (S4, counter.go).
+	counter     uint64
+	counterFile vfs.File
 }
 
 type learnedMark struct {
@@ -44,11 +56,13 @@ type learnedMark struct {
 // Open opens the store in dir, creating it if dir is missing or empty.
 //
 // Creating makes a new identity (opts.NodeID, a random StoreID,
-// opts.ClusterID) and syncs it before Open returns. Reopening checks that
-// identity against opts and reads and decodes every record once, so a
-// corrupt store fails here rather than mid-protocol. Open never resets or
-// repairs a directory (S2): a foreign, corrupt or identity-less directory is
-// an error naming it, and what to do is the operator's decision.
+// opts.ClusterID) and syncs it before Open returns; if creating fails, Open
+// removes what it made. Reopening checks that identity against opts, reads
+// and decodes every record once and checks the write counter (S4), so a
+// corrupt store fails here (ErrCorrupt) rather than mid-protocol. Open never
+// resets or repairs a directory (S2): a foreign, corrupt or identity-less
+// directory is an error naming it, and what to do is the operator's
+// decision. A directory another Store holds is ErrDataDirInUse.
 func Open(dir string, opts Options) (*Store, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
@@ -63,54 +77,64 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	log = log.With("dir", dir)
 
-	fresh, err := isEmptyDir(fsys, dir)
+	created, err := makeDir(fsys, dir)
 	if err != nil {
 		return nil, fmt.Errorf("localstore: open %q: %w", dir, err)
 	}
-	db, err := pebble.Open(dir, &pebble.Options{
-		FS:     fsys,
-		Logger: pebbleLogger{log},
+	// A lost race for the lock leaves what makeDir made: the winner may
+	// have made it too, and is using it.
+	lock, err := lockDir(fsys, dir)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{dir: dir, fsys: fsys, log: log, lock: lock, created: created, writeOpts: pebble.Sync}
+	if err := s.open(opts); err != nil {
+		return nil, errors.Join(err, s.release(s.fresh))
+	}
+	return s, nil
+}
+
+func (s *Store) open(opts Options) error {
+	fresh, err := isEmptyDir(s.fsys, s.dir)
+	if err != nil {
+		return fmt.Errorf("localstore: open %q: %w", s.dir, err)
+	}
+	s.fresh = fresh
+	s.db, err = pebble.Open(s.dir, &pebble.Options{
+		FS:     s.fsys,
+		Logger: pebbleLogger{s.log},
+		Lock:   s.lock,
+		// Pebble's default for a bad checksum found while reading is Fatalf;
+		// the read also returns the corruption, which Open and the loaders
+		// turn into ErrCorrupt, a refusal that names what to do (S4).
+		EventListener: &pebble.EventListener{DataCorruption: func(info pebble.DataCorruptionInfo) {
+			s.log.Error("pebble found on-disk corruption", "path", info.Path, "err", info.Details)
+		}},
 		// Creating only into an empty directory, and opening only an existing
 		// database otherwise, keeps a half-created or foreign directory from
 		// ever becoming a fresh store (S2).
 		ErrorIfExists:    fresh,
 		ErrorIfNotExists: !fresh,
 	})
-	if err != nil {
-		if errors.Is(err, pebble.ErrDBDoesNotExist) {
-			return nil, fmt.Errorf("%w: %q is not empty but holds no Pebble database", ErrMissingIdentity, dir)
-		}
-		if errors.Is(err, fs.ErrNotExist) {
-			// A crash while the store was being created can leave Pebble's
-			// marker naming a manifest that never reached the disk. No
-			// identity was ever acknowledged from it, but it is not reset
-			// either: an operator decides (S2).
-			return nil, fmt.Errorf("%w: %q holds an incomplete Pebble database: %v", ErrMissingIdentity, dir, err)
-		}
-		return nil, fmt.Errorf("localstore: open %q: %w", dir, err)
+	switch {
+	case err == nil:
+	case errors.Is(err, pebble.ErrDBDoesNotExist):
+		return fmt.Errorf("%w: %q is not empty but holds no Pebble database", ErrMissingIdentity, s.dir)
+	case pebble.IsCorruptionError(err):
+		return s.corrupt(err)
+	case errors.Is(err, fs.ErrNotExist):
+		// A crash while the store was being created can leave Pebble's
+		// marker naming a manifest that never reached the disk. No
+		// identity was ever acknowledged from it, but it is not reset
+		// either: an operator decides (S2).
+		return fmt.Errorf("%w: %q holds an incomplete Pebble database: %v", ErrMissingIdentity, s.dir, err)
+	default:
+		return fmt.Errorf("localstore: open %q: %w", s.dir, err)
 	}
-	s := &Store{dir: dir, db: db, log: log, writeOpts: pebble.Sync}
 	if fresh {
-		err = s.create(opts)
-	} else {
-		err = s.reopen(opts)
+		return s.create(opts)
 	}
-	if err != nil {
-		return nil, errors.Join(err, db.Close())
-	}
-	return s, nil
-}
-
-// isEmptyDir reports whether dir is missing or has no entries.
-func isEmptyDir(fsys vfs.FS, dir string) (bool, error) {
-	names, err := fsys.List(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return true, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return len(names) == 0, nil
+	return s.reopen(opts)
 }
 
 // Identity returns the store's identity.
@@ -135,10 +159,65 @@ func (s *Store) Close() error {
 		return ErrClosed
 	}
 	s.closed = true
-	if err := s.db.Close(); err != nil {
-		return fmt.Errorf("localstore: close %q: %w", s.dir, err)
+	return s.release(false)
+}
+
+// Discard closes the store and, if this Open created it, removes it: the
+// directories Open made, or else every file in the directory that was empty.
+// A store that existed before Open is only closed. A node calls it when its
+// start fails before it sent anything, so that a failed first start leaves
+// nothing behind; a node that may have promised something keeps its store
+// (S1).
+func (s *Store) Discard() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
 	}
-	return nil
+	s.closed = true
+	return s.release(s.fresh)
+}
+
+// release closes what Open opened, removes the store if remove is set, and
+// gives up the directory lock last, so that no other Open finds a
+// half-removed directory.
+func (s *Store) release(remove bool) error {
+	var errs []error
+	if s.db != nil {
+		if err := s.db.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("localstore: close %q: %w", s.dir, err))
+		}
+	}
+	if s.counterFile != nil {
+		errs = append(errs, s.counterFile.Close())
+	}
+	if remove {
+		if err := s.remove(); err != nil {
+			errs = append(errs, fmt.Errorf("localstore: remove %q: %w", s.dir, err))
+		} else {
+			s.log.Info("removed the store this start created")
+		}
+	} else if err := s.fsys.Remove(s.fsys.PathJoin(s.dir, pidFileName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	errs = append(errs, s.lock.Close())
+	return errors.Join(errs...)
+}
+
+// remove deletes what this Open created (lock held).
+func (s *Store) remove() error {
+	if s.created != "" {
+		return s.fsys.RemoveAll(s.created)
+	}
+	names, err := s.fsys.List(s.dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, n := range names {
+		errs = append(errs, s.fsys.RemoveAll(s.fsys.PathJoin(s.dir, n)))
+	}
+	return errors.Join(errs...)
 }
 
 // readable and writable are called with s.mu held.
@@ -159,12 +238,45 @@ func (s *Store) writable() error {
 	return nil
 }
 
-// write applies b synced. Any failure makes the store refuse further writes.
+// write applies b, with the next write counter, synced, then writes the
+// counter to the counter file (S4). Any failure makes the store refuse
+// further writes.
 func (s *Store) write(b *pebble.Batch) error {
-	if err := b.Commit(s.writeOpts); err != nil {
+	n := s.counter + 1
+	if err := b.Set(counterKey, encodeCounter(n), nil); err != nil {
+		return s.batchErr(err)
+	}
+	err := b.Commit(s.writeOpts)
+	if err == nil {
+		// A crash or failure from here on leaves the counter file one write
+		// behind the database, which the next Open accepts and repairs.
+		if err = s.writeCounter(n); err != nil {
+			err = fmt.Errorf("counter file: %w", err)
+		}
+	}
+	if err != nil {
 		s.failed = err
 		s.log.Error("write failed; store refuses further writes", "err", err)
 		return fmt.Errorf("localstore: write to %q: %w", s.dir, err)
 	}
+	s.counter = n
 	return nil
+}
+
+// corrupt wraps ErrCorrupt and err with what the operator can do.
+func (s *Store) corrupt(err error) error {
+	return fmt.Errorf("%w: %q: %w; %s", ErrCorrupt, s.dir, err, corruptAdvice)
+}
+
+const corruptAdvice = "the node must not start from this directory, or it could break a promise it made: " +
+	"restore the directory from a copy taken after the node last stopped, " +
+	"or remove it and start the node with Join (--join) to come back as a new member"
+
+// readErr is a failed read: corruption if Pebble says so (a checksum
+// mismatch), an I/O error otherwise.
+func (s *Store) readErr(err error) error {
+	if pebble.IsCorruptionError(err) {
+		return s.corrupt(err)
+	}
+	return fmt.Errorf("localstore: read %q: %w", s.dir, err)
 }
