@@ -55,7 +55,8 @@
 //	0x03 ‖ instance      acceptor record for that agreement instance
 //	0x04                 learned epoch and certificate
 //	0x05 ‖ epoch number  gate-passed marker
-//	0x06 … 0x7f          reserved for localstore; Open refuses unknown keys here
+//	0x06                 gossip addresses of the epoch's members (advisory)
+//	0x07 … 0x7f          reserved for localstore; Open refuses unknown keys here
 //	0x80 …               fence.Guard's records (GuardPrefix); never read here
 //	0x81 … 0xff          unassigned
 //

@@ -12,6 +12,7 @@ const (
 	prefixAcceptor    byte = 0x03 // + instance, 8 bytes big-endian
 	prefixLearned     byte = 0x04 // single key
 	prefixGatePassed  byte = 0x05 // + epoch number, 8 bytes big-endian
+	prefixGossip      byte = 0x06 // single key
 
 	// ownedEnd bounds localstore's key space: Open reads every key below it
 	// and refuses any it does not know, so a newer build's records are never
@@ -25,6 +26,7 @@ var (
 	identityKey    = []byte{prefixIdentity}
 	incarnationKey = []byte{prefixIncarnation}
 	learnedKey     = []byte{prefixLearned}
+	gossipKey      = []byte{prefixGossip}
 )
 
 func numberedKey(prefix byte, n uint64) []byte {
