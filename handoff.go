@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
 )
 
 // Handing this node's home keys off, for Leave and for Close (a controlled

@@ -63,9 +63,9 @@ type Node struct {
 	// lockable caches core.Node.Lockable for Lock's path (recomputed on
 	// every epoch and membership scan); its reason is asked when false.
 	lockable bool
-	lastWall   time.Time
-	lastBoot   time.Time
-	member     memberState
+	lastWall time.Time
+	lastBoot time.Time
+	member   memberState
 
 	local        localLocks
 	fencedWrites atomic.Uint64

@@ -78,13 +78,13 @@ type MembersConfig struct {
 type Phase uint8
 
 const (
-	PhaseMember       Phase = iota // in its epoch as it runs now
-	PhaseBootstrap                 // waiting for the initial members
-	PhaseJoining                   // asking to join
-	PhaseRestartGate               // not in its epoch; asks once its restart gate passed
-	PhaseLeaving                   // Leave or Close asked for an epoch without it
-	PhaseOut                       // not in its epoch, not asking (left)
-	PhaseDuplicate                 // refused: another live node has its ID
+	PhaseMember      Phase = iota // in its epoch as it runs now
+	PhaseBootstrap                // waiting for the initial members
+	PhaseJoining                  // asking to join
+	PhaseRestartGate              // not in its epoch; asks once its restart gate passed
+	PhaseLeaving                  // Leave or Close asked for an epoch without it
+	PhaseOut                      // not in its epoch, not asking (left)
+	PhaseDuplicate                // refused: another live node has its ID
 )
 
 // members is the membership state of one core.Node.
