@@ -246,13 +246,8 @@ func (n *Node) coreConfig() core.Config {
 			Lease:         c.MaxLease,
 		},
 	}
-	cc.Members = core.MembersConfig{
-		DownAfter:      c.DownAfter,
-		JoinEvery:      10 * c.RetryInterval,
-		GossipRetry:    10 * c.RetryInterval,
-		GossipRetryMax: max(10*c.RetryInterval, min(c.DownAfter/2, 5*time.Second)),
-		Seeds:          c.Join,
-	}
+	cc.Members = core.MembersPacing(c.RetryInterval, c.DownAfter)
+	cc.Members.Seeds = c.Join
 	if n.ring != nil {
 		cc.Home.Sign = n.signGrant
 	}

@@ -21,6 +21,7 @@ func (s *Sim) ProposeRemove(by, victim string) {
 	if p.core == nil {
 		return
 	}
+	s.budget(2) // the removal, and the victim's join
 	p.apply(s, p.core.ProposeRemove(p.local(s.now), v.member))
 }
 

@@ -74,6 +74,20 @@ type MembersConfig struct {
 	Known map[msg.NodeID]string
 }
 
+// MembersPacing is the pacing both drivers use (the root package and the
+// simulator), from the retry interval and DownAfter: a join every ten
+// retries (one agreement round trip and then some), gossip rejoins from ten
+// retries up to half of DownAfter (at most 5s), so a healed partition is
+// rejoined well before failure detection would remove anyone again.
+func MembersPacing(retry, downAfter time.Duration) MembersConfig {
+	return MembersConfig{
+		DownAfter:      downAfter,
+		JoinEvery:      10 * retry,
+		GossipRetry:    10 * retry,
+		GossipRetryMax: max(10*retry, min(downAfter/2, 5*time.Second)),
+	}
+}
+
 // Phase names where a node stands in forming or keeping its membership.
 type Phase uint8
 
@@ -424,7 +438,9 @@ func (n *Node) gossipJoins(now time.Time) {
 			}
 		}
 	}
-	if !n.seesOther() || m.bootstrapping {
+	if !n.seesOther() || m.bootstrapping || (n.NeedsJoin() && !n.seesMember()) {
+		// Alone, or among peers none of which is a member (other joiners:
+		// an island that would never meet the cluster by itself).
 		want = append(want, m.cfg.Seeds...)
 	}
 	for _, a := range want {
@@ -443,6 +459,18 @@ func (n *Node) gossipJoins(now time.Time) {
 		r.next = now.Add(r.wait)
 		n.rd.GossipJoin = append(n.rd.GossipJoin, a)
 	}
+}
+
+// seesMember reports whether some other member of the learned epoch looks
+// alive in gossip now.
+func (n *Node) seesMember() bool {
+	l, _, ok := n.ep.Current()
+	if !ok || l.Epoch.Number == 0 {
+		return false
+	}
+	return slices.ContainsFunc(l.Epoch.Members, func(mb msg.Member) bool {
+		return mb.ID != n.cfg.Self.ID && n.mem.alive(mb)
+	})
 }
 
 // seesOther reports whether some other peer looks alive in gossip now.
