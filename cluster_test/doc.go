@@ -21,7 +21,14 @@
 //   - I5 nothing hangs past its deadline, and after the faults heal every
 //     lock succeeds and every contender is admitted;
 //   - E1 no two different epochs are learned for one number;
-//   - fairness: a home grants the request that has queued longest.
+//   - fairness: a home grants the request that has queued longest;
+//   - H1 membership heals: after the last fault every node is a member of
+//     one agreed epoch, lockable and live, within a stated bound; H2 the
+//     epochs learned stay within each fault's budget (healing.go).
+//
+// Membership is decided by the production code (internal/core members.go)
+// over a model of memberlist (gossip.go): the simulator carries out the
+// joins the core asks for and makes no membership decision of its own.
 //
 // A failing run prints the invariant, the last events and the command that
 // replays it (`go run ./cmd/homelock sim --seed S --trace`). mutation_test.go

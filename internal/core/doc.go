@@ -25,6 +25,12 @@
 // Messages a node addresses to itself (it is home for a key it locks) are
 // delivered inside the same step: zero network messages.
 //
+// Membership decisions (members.go) are part of the same pure node: the
+// failure detector's view is an input (Gossip), and Maintain returns in
+// Ready the removals proposed, the joins sent, the memberlist joins to make
+// and the gossip addresses to keep; a Join under a live member's node ID
+// with another store is refused before any machine sees it.
+//
 // Header rules applied before any machine sees a message:
 //   - a message from an incarnation below one that reclaimed from us is
 //     discarded (H1, H11);
