@@ -70,11 +70,7 @@ func (n *Node) handOff(ctx context.Context, what string, stop func() string) err
 	defer tick.Stop()
 	for {
 		n.mu.Lock()
-		busy := false
-		if n.usable() {
-			hs, ds := n.core.Stats()
-			busy = hs.Live > 0 || ds.Held > 0
-		}
+		busy := n.usable() && !n.core.HandedOff()
 		n.mu.Unlock()
 		if !busy {
 			return nil
@@ -121,7 +117,7 @@ func (n *Node) closeHandOff(ctx context.Context) error {
 	n.mu.Lock()
 	var until time.Time
 	if n.usable() {
-		until = n.core.LeftAt().Add(n.cfg.EpochLease + n.cfg.Skew)
+		until = n.core.LingerUntil()
 	}
 	n.mu.Unlock()
 	n.linger(ctx, until)

@@ -228,6 +228,22 @@ func (n *Node) Leaving() {
 // leaving; zero if none yet.
 func (n *Node) LeftAt() time.Time { return n.mem.leftAt }
 
+// LingerUntil is when a node that left may stop answering the new homes'
+// drain queries: their gates (learnedAt + EpochLease + Skew of the epoch
+// without it) would have passed anyway. Zero before it left.
+func (n *Node) LingerUntil() time.Time {
+	if n.mem.leftAt.IsZero() {
+		return time.Time{}
+	}
+	return n.mem.leftAt.Add(n.cfg.Home.EpochLease + n.cfg.Home.Skew)
+}
+
+// HandedOff reports whether this node neither grants nor holds any
+// delegation: the end of a Leave's handoff.
+func (n *Node) HandedOff() bool {
+	return n.home.Stats().Live == 0 && n.holder.Stats().Held == 0
+}
+
 // Duplicate is why a join of this node was refused ("": it was not): a live
 // node with another store holds its node ID in the epoch.
 func (n *Node) Duplicate() string { return n.mem.duplicate }
