@@ -73,11 +73,18 @@ func (s *Sim) randomFault() {
 		s.budget(2)
 		s.crash(n)
 		s.After(upTo(4*time.Second)+s.downAfter+deadAfter, func() { s.restart(n) })
-	case 5: // pause longer than every lease, then resume
+	case 5: // pause longer than every lease, then resume; or just past one
+		// lease, which failure detection may not notice: the grants that
+		// waited meanwhile arrive late, and nothing else changes
 		n := s.randomNode()
 		s.budget(2)
 		s.pause(n)
-		s.After(simLease+simEpochLease+time.Duration(s.rng.Int64N(int64(time.Second))), func() { s.resume(n) })
+		d := simLease + simEpochLease + time.Duration(s.rng.Int64N(int64(time.Second)))
+		if s.rng.IntN(2) == 0 {
+			s.faults["pause_short"]++
+			d = simLease + simSkew + time.Duration(s.rng.Int64N(int64(s.downAfter)))
+		}
+		s.After(d, func() { s.resume(n) })
 	case 6, 7: // a lossy, duplicating, reordering network for a while
 		s.faults["lossy"]++
 		s.net.drop = 0.05 + s.rng.Float64()*0.15

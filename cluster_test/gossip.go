@@ -16,8 +16,9 @@ import (
 //
 // The model: a process probes every peer in its view; a peer it reaches
 // (up, not paused, no cut either way, no gossip blackout) is alive and
-// learns of the prober; one not reached for suspectAfter is suspect, for
-// deadAfter dead. memberlist stops gossiping to a dead peer after
+// learns of the prober; one reached only through another peer (memberlist's
+// indirect probe) stays alive; one not reached for suspectAfter is suspect,
+// for deadAfter dead. memberlist stops gossiping to a dead peer after
 // gossipToDead: from then on only a join (Ready.GossipJoin, from either
 // side) brings it back, which is what made long partitions never heal
 // before the core kept rejoining. A process shares its view with the peers
@@ -48,6 +49,17 @@ func (n *simNode) up() bool { return n.core != nil && !n.paused && !n.gone }
 func (s *Sim) gossipReach(a, b *simNode) bool {
 	return b.up() && !s.net.blocked(a.idx, b.idx) && !s.net.blocked(b.idx, a.idx) &&
 		!s.blackout[a.idx] && !s.blackout[b.idx]
+}
+
+// indirectReach: memberlist asks other peers to probe a member its own
+// probes miss, so one cut link alone never makes a member dead.
+func (s *Sim) indirectReach(a, b *simNode) bool {
+	for _, e := range a.view {
+		if c := e.peer; c != b && !e.dead && s.gossipReach(a, c) && s.gossipReach(c, b) {
+			return true
+		}
+	}
+	return false
 }
 
 // learn adds peer p to a's view as alive, unless another live process
@@ -102,6 +114,10 @@ func (s *Sim) gossipTick() {
 						s.learn(a, pe.peer)
 					}
 				}
+				continue
+			}
+			if !e.dead && s.indirectReach(a, b) {
+				e.lastSeen = s.now // another peer's probe answered for it
 				continue
 			}
 			if !e.dead && s.now.Sub(e.lastSeen) >= deadAfter {

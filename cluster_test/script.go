@@ -28,6 +28,7 @@ func (s *Sim) ProposeRemove(by, victim string) {
 // Cut blocks messages between a and b both ways until Heal or the heal.
 func (s *Sim) Cut(a, b string) {
 	x, y := s.Node(a), s.Node(b)
+	s.budget(4) // each may see the other down: two removals, two joins
 	s.net.cut[[2]int{x.idx, y.idx}] = true
 	s.net.cut[[2]int{y.idx, x.idx}] = true
 }

@@ -61,7 +61,7 @@ func TestFaultKindsExercised(t *testing.T) {
 	for _, k := range []string{"crash", "restart", "pause", "partition", "partition_oneway", "partition_group",
 		"agreed_down", "drop", "duplicate", "delay", "join", "leave", "drift", "hook_hang",
 		"crash_after_promise", "proposal_duel", "rolling_upgrade", "gossip_blackout", "partition_repeated",
-		"gossip_join"} {
+		"gossip_join", "pause_short"} {
 		if seen[k] == 0 {
 			t.Errorf("fault %q never happened in 60 seeds", k)
 		}
