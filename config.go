@@ -80,8 +80,18 @@ type Config struct {
 
 	// Join lists gossip addresses (host:port) of running nodes. A new node
 	// joins the cluster through them; bootstrapping nodes use them to find
-	// each other; a restarted node uses them to rejoin gossip.
+	// each other (give every initial member the others' addresses). A
+	// restarted node needs none: it rejoins gossip at the addresses of its
+	// epoch's members that it kept from its last run, and the members that
+	// stayed up keep rejoining it; Join is tried too while no member looks
+	// alive.
 	Join []string
+
+	// Started, if set, is called once from Open as soon as the node answers
+	// Status (before Open waits for bootstrap or join), so that a process can
+	// serve its status while it starts. Lock fails with ErrLockUnavailable
+	// until the node is a member; if Open then fails, the node is closed.
+	Started func(*Node)
 
 	// KeyRing signs the lockGrant.v1 that a home sends with every delegation
 	// (Handle.Grant), for fence.Guard to verify. KeyRingFile loads one
@@ -126,9 +136,11 @@ type Config struct {
 	// or Join is resent. It paces recovery, never safety.
 	RetryInterval time.Duration
 
-	// DownAfter is how long memberlist must report a member down before this
-	// node proposes an epoch without it. A member removed by mistake just
-	// joins again.
+	// DownAfter is how long memberlist must report a member down, while this
+	// node sees a majority of the epoch alive, before this node proposes an
+	// epoch without it. A node that sees no live majority (it heard no gossip
+	// yet, or sits in a minority partition) never proposes a removal. A
+	// member removed by mistake just joins again.
 	DownAfter time.Duration
 
 	// DefaultWait bounds a Lock without WithWait (a context deadline that is

@@ -39,9 +39,13 @@
 // or start store hooks. Store hooks run on their own goroutines, off the
 // mutex, bounded by the delegation's lease, and report back tagged with the
 // token. One timer goroutine sleeps until the core's next deadline (at most
-// 100ms) and ticks; on each tick it also checks for a clock jump, retries a
-// pending join, and proposes to remove members that memberlist has reported
-// down for DownAfter.
+// 100ms) and ticks; on each tick it also checks for a clock jump and, every
+// RetryInterval, hands memberlist's view to the core's membership decisions
+// (internal/core members.go) and carries out what they return: a join
+// retried, a removal proposed (a member down for DownAfter while this node
+// sees a live majority), memberlist joins to members that do not look alive
+// (off the mutex), the members' gossip addresses kept for the next start.
+// docs/membership.md has the rules and their bounds.
 //
 // Leases are measured on Config.Clock, by default CLOCK_BOOTTIME, which keeps
 // counting while the machine is suspended; if wall time ever outruns it by
@@ -52,8 +56,10 @@
 //
 // Open bumps the node's incarnation before it sends anything, so a restarted
 // home never re-issues a token. A new cluster starts with Bootstrap and the
-// same InitialMembers on each initial node; a new node joins with Join; a
-// restarted node does neither. A node that learns an epoch without itself
+// same InitialMembers on each initial node (and the others' gossip addresses
+// in Join); a new node joins with Join; a restarted node does neither: it
+// rejoins gossip at the addresses it kept. A join under a node ID that a live
+// node with another store holds is refused (ErrDuplicateNodeID). A node that learns an epoch without itself
 // (removed by mistake, or started again after it left) asks to join again,
 // after a restart only once its restart gate has passed. Close is a
 // controlled shutdown: it releases the delegations the node holds, hands the

@@ -48,6 +48,7 @@ func (n *Node) apply(now time.Time, rd core.Ready) {
 	if rd.Learned != nil {
 		n.noteEpoch()
 	}
+	n.carryMembership(now, rd)
 	for _, e := range rd.Events {
 		n.deliver(now, e)
 	}

@@ -50,6 +50,13 @@ var (
 	// and its value. Not retryable.
 	ErrInvalidOption = errors.New("homelock: invalid lock option")
 
+	// ErrDuplicateNodeID is returned by Open (and Join) when a member refused
+	// this node's join because the epoch holds its node ID with another store
+	// that is alive in gossip: two processes were given one ID. The live
+	// node keeps its membership; this one stops. A node whose old store is
+	// really gone (a wiped disk) is not refused once gossip agrees it down.
+	ErrDuplicateNodeID = errors.New("homelock: another live node has this node ID")
+
 	// ErrInvalidConfig is returned by Config.Validate and Open; the message
 	// lists every violation with the field and its value.
 	ErrInvalidConfig = errors.New("homelock: invalid config")

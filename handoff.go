@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/homelock/homelock/msg"
-	"github.com/homelock/homelock/transport"
 )
 
 // Handing this node's home keys off, for Leave and for Close (a controlled
@@ -27,10 +24,12 @@ var errLastMember = errors.New("this node is the only member")
 // answer ends the handoff with that reason (errHandOffStopped).
 func (n *Node) handOff(ctx context.Context, what string, stop func() string) error {
 	n.mu.Lock()
-	n.member.leaving, n.member.wantJoin = true, false
+	if n.usable() {
+		n.core.Leaving()
+	}
 	n.mu.Unlock()
 
-	t := time.NewTicker(n.joinEvery())
+	t := time.NewTicker(10 * n.cfg.RetryInterval) // as the core paces joins
 	defer t.Stop()
 	for {
 		why := ""
@@ -44,9 +43,6 @@ func (n *Node) handOff(ctx context.Context, what string, stop func() string) err
 		}
 		l, ok := n.core.Current()
 		if ok && l.Epoch.Number >= 1 && !l.Epoch.Has(n.self) {
-			if n.member.leftAt.IsZero() {
-				n.member.leftAt = n.core.LearnedAt() // removed before we asked
-			}
 			n.mu.Unlock()
 			break
 		}
@@ -74,11 +70,7 @@ func (n *Node) handOff(ctx context.Context, what string, stop func() string) err
 	defer tick.Stop()
 	for {
 		n.mu.Lock()
-		busy := false
-		if n.usable() {
-			hs, ds := n.core.Stats()
-			busy = hs.Live > 0 || ds.Held > 0
-		}
+		busy := n.usable() && !n.core.HandedOff()
 		n.mu.Unlock()
 		if !busy {
 			return nil
@@ -104,7 +96,7 @@ func (n *Node) closeHandOff(ctx context.Context) error {
 		return fmt.Errorf("homelock: %s: %w", what, err)
 	}
 	n.mu.Lock()
-	left := !n.member.leftAt.IsZero() // Leave did it
+	left := n.usable() && !n.core.LeftAt().IsZero() // Leave did it
 	n.mu.Unlock()
 	if !left {
 		if why := n.handOffBlocker(); why != "" {
@@ -123,7 +115,10 @@ func (n *Node) closeHandOff(ctx context.Context) error {
 		n.log.Info("close: home keys handed off", "took", n.clock.Now().Sub(begin).Round(time.Millisecond))
 	}
 	n.mu.Lock()
-	until := n.member.leftAt.Add(n.cfg.EpochLease + n.cfg.Skew)
+	var until time.Time
+	if n.usable() {
+		until = n.core.LingerUntil()
+	}
 	n.mu.Unlock()
 	n.linger(ctx, until)
 	return nil
@@ -150,35 +145,13 @@ func (n *Node) linger(ctx context.Context, until time.Time) {
 }
 
 // handOffBlocker says why Close must not hand this node's home keys off now,
-// or "". Beyond being a member of an epoch of two or more, every other member
-// must look alive in memberlist: leaving while one is down can leave an epoch
-// whose majority is not alive ({n2, n3} with n3 dead agrees nothing ever
-// again, not even n3's removal), whereas a node that stays a member restores
-// that majority when it restarts.
+// or "" (the core decides, from memberlist's view now).
 func (n *Node) handOffBlocker() string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if !n.usable() {
 		return "the node stopped"
 	}
-	l, ok := n.core.Current()
-	e := l.Epoch
-	switch {
-	case !ok || e.Number == 0 || !e.Has(n.self):
-		return "not a member of the learned epoch"
-	case len(e.Members) < 2:
-		return fmt.Sprintf("the only member of epoch %d", e.Number)
-	}
-	alive := make(map[msg.Member]bool)
-	for _, p := range n.ml.Members() {
-		if p.State == transport.PeerAlive {
-			alive[msg.Member{ID: p.Meta.NodeID, Store: p.Meta.StoreID}] = true
-		}
-	}
-	for _, m := range e.Members {
-		if k := memberKey(m); k != memberKey(n.self) && !alive[k] {
-			return fmt.Sprintf("member %s of epoch %d does not look alive in gossip; leaving could leave an epoch without a live majority", m.ID, e.Number)
-		}
-	}
-	return ""
+	n.core.Gossip(n.clock.Now(), n.gossipView(n.clock.Now()))
+	return n.core.HandOffBlocker()
 }

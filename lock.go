@@ -158,7 +158,7 @@ func (n *Node) lock(ctx context.Context, key string, o lockOptions, try bool) (*
 		return h, nil
 	}
 	if !n.lockable {
-		why := n.unlockable
+		_, why := n.core.Lockable(now)
 		n.mu.Unlock()
 		return nil, fmt.Errorf("%w: key %q: %s", ErrLockUnavailable, key, why)
 	}

@@ -3,267 +3,159 @@ package homelock
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
+	"github.com/homelock/homelock/internal/core"
 	"github.com/homelock/homelock/msg"
 	"github.com/homelock/homelock/transport"
 )
 
-// memberState is the driver's view of membership: failure detection over
-// memberlist and this node's own join or leave (mu held for all of it).
+// The driver's side of membership: it feeds memberlist's view into the core
+// (core.Node.Gossip), runs core.Node.Maintain, and carries out what comes
+// back: memberlist joins (off the lock), the gossip addresses to keep, a
+// refused duplicate ID. Every decision is the core's (internal/core
+// members.go); docs/membership.md tells the whole story.
+
+// memberState is what the driver keeps beside the core's decisions (mu held).
 type memberState struct {
-	// wantJoin: this node is not in the learned epoch and should ask to be.
-	wantJoin bool
-	// leaving: Leave was called (or Close hands off); never ask to join
-	// again on our own.
-	leaving bool
-	// leftAt is when the first epoch without this node was learned while
-	// leaving. The new homes of its keys pull Drained from it until
-	// leftAt + EpochLease + Skew, when their gates would pass anyway: Close
-	// keeps serving until then.
-	leftAt   time.Time
-	nextJoin time.Time
-	joinSeq  int
-	// rejoinAfter is the end of a restarted node's restart gate
-	// (start + EpochLease + Skew, incarnation > 1). A node that is not in
-	// its epoch asks to join no sooner: the keys that would move back to it
-	// would wait on that gate anyway, unavailable meanwhile.
-	rejoinAfter time.Time
-	// downSince is when a member of the current epoch was first seen down
-	// or absent from memberlist; proposed records removals already asked
-	// for, per epoch number.
-	downSince map[msg.Member]time.Time
-	proposed  map[msg.Member]uint64
-	nextScan  time.Time
+	nextScan time.Time
+	// lastPhase is the last phase detail logged, so a wait is logged once
+	// per change rather than per scan.
+	lastPhase string
+	// gossiping holds the gossip addresses a join goroutine is dialling.
+	gossiping map[string]bool
+	joins     sync.WaitGroup
 }
 
-func (m *memberState) init() {
-	m.downSince = make(map[msg.Member]time.Time)
-	m.proposed = make(map[msg.Member]uint64)
-}
+func (m *memberState) init() { m.gossiping = make(map[string]bool) }
 
-// memberKey drops the fields that do not identify a member.
-func memberKey(m msg.Member) msg.Member { return msg.Member{ID: m.ID, Store: m.Store} }
+// gossipView is memberlist's view as the core takes it, on the lease clock.
+func (n *Node) gossipView(now time.Time) []core.GossipPeer {
+	ps := n.ml.Members()
+	out := make([]core.GossipPeer, 0, len(ps))
+	for _, p := range ps {
+		st := core.PeerAlive
+		switch p.State {
+		case transport.PeerSuspect:
+			st = core.PeerSuspect
+		case transport.PeerDead:
+			st = core.PeerDead
+		}
+		out = append(out, core.GossipPeer{Member: p.Meta.Member(), Gossip: p.Addr, State: st,
+			Since: now.Add(-time.Since(p.Since)), Local: p.Local})
+	}
+	return out
+}
 
 // noteEpoch reacts to a learned epoch (mu held): wake the waiters on epochs,
-// recompute whether cluster locks can work, and ask to join again if the
-// epoch left this node out (removed by mistake: a partition, a pause).
+// recompute whether cluster locks can work.
 func (n *Node) noteEpoch() {
 	close(n.epochCh)
 	n.epochCh = make(chan struct{})
-	l, ok := n.core.Current()
-	n.lockable, n.unlockable = false, "no epoch learned yet"
-	if !ok || l.Epoch.Number == 0 {
+	now := n.clock.Now()
+	n.lockable, _ = n.core.Lockable(now)
+	n.logPhase(now)
+}
+
+// logPhase logs where this node stands when that changed (mu held): the
+// bootstrap wait, a join, the restart gate.
+func (n *Node) logPhase(now time.Time) {
+	ph := n.core.Phase(now)
+	detail := n.core.PhaseDetail(now)
+	if ph == core.PhaseRestartGate {
+		detail = "restart gate" // the seconds left change every scan
+	}
+	if detail == n.member.lastPhase {
 		return
 	}
-	switch {
-	case n.core.NeedsJoin():
-		// Removed, or restarted with another address or protocol version (a
-		// rolling upgrade): the epoch must carry this node as it is now.
-		n.unlockable = fmt.Sprintf("this node is not a member of epoch %d as it runs now", l.Epoch.Number)
-		switch {
-		case n.member.leaving:
-			if !l.Epoch.Has(n.self) && n.member.leftAt.IsZero() {
-				n.member.leftAt = n.core.LearnedAt()
-			}
-		case !n.member.wantJoin:
-			attrs := []any{"epoch", l.Epoch.Number}
-			if wait := n.joinDelay(n.clock.Now()); wait > 0 {
-				attrs = append(attrs, "after", wait.Round(time.Millisecond), "why", "restart gate")
-			}
-			n.log.Warn("not in the learned epoch as it runs now; asking to join again", attrs...)
-			n.member.wantJoin = true
-			n.member.nextJoin = time.Time{}
-		}
+	n.member.lastPhase = detail
+	attrs := []any{"phase", n.core.PhaseDetail(now)}
+	if l, ok := n.core.Current(); ok {
+		attrs = append(attrs, "epoch", l.Epoch.Number)
+	}
+	switch ph {
+	case core.PhaseMember:
+		n.log.Info("member of the learned epoch", attrs...)
+	case core.PhaseDuplicate:
+		n.log.Error("join refused: duplicate node ID", attrs...)
 	default:
-		n.member.wantJoin = false
-		for _, m := range l.Epoch.Members {
-			if m.Version != n.self.Version {
-				n.unlockable = fmt.Sprintf("member %s runs protocol version %d, this node %d", m.ID, m.Version, n.self.Version)
-				return
-			}
-		}
-		n.lockable, n.unlockable = true, ""
+		n.log.Info("membership", attrs...)
 	}
 }
 
-// maintain runs the driver's membership duties at most every RetryInterval
-// (mu held): join retries and failure detection.
+// maintain runs the membership duties at most every RetryInterval (mu held).
 func (n *Node) maintain(now time.Time) {
 	if now.Before(n.member.nextScan) {
 		return
 	}
 	n.member.nextScan = now.Add(n.cfg.RetryInterval)
-	n.retryJoin(now)
-	n.detectDown(now)
+	n.core.Gossip(now, n.gossipView(now))
+	n.apply(now, n.core.Maintain(now))
+	n.lockable, _ = n.core.Lockable(now)
+	n.logPhase(now)
 }
 
-// joinEvery paces Join retries: one agreement round trip and then some.
-func (n *Node) joinEvery() time.Duration { return 10 * n.cfg.RetryInterval }
-
-// joinDelay is how long this node still holds its join requests back: until
-// its restart gate ends if it restarted (incarnation > 1) and its epoch does
-// not have it. A node that only needs its entry updated (same node and store,
-// another address or version) keeps its keys and asks at once; so does a new
-// node. Timing only: safety never rests on it.
-func (n *Node) joinDelay(now time.Time) time.Duration {
-	l, ok := n.core.Current()
-	if !ok || l.Epoch.Number == 0 || l.Epoch.Has(n.self) {
-		return 0
+// carryMembership carries out a Ready's membership outputs (mu held).
+func (n *Node) carryMembership(now time.Time, rd core.Ready) {
+	for _, m := range rd.ProposedRemove {
+		n.log.Info("member down while a majority looks alive; proposing an epoch without it",
+			"member", m.ID, "store", msg.FormatStore(m.Store), "down", n.core.DownFor(now, m).Round(time.Millisecond))
 	}
-	return max(n.member.rejoinAfter.Sub(now), 0)
+	if rd.SaveGossip != nil {
+		if err := n.store.SaveGossipAddrs(rd.SaveGossip); err != nil {
+			n.log.Warn("cannot keep the members' gossip addresses", "err", err)
+		}
+	}
+	for _, a := range rd.GossipJoin {
+		n.gossipJoin(a)
+	}
+	if rd.Duplicate {
+		n.logPhase(now)
+		close(n.epochCh) // wake Open's wait: it returns ErrDuplicateNodeID
+		n.epochCh = make(chan struct{})
+	}
 }
 
-// retryJoin sends Join to one member at a time, rotating, until an epoch
-// with this node is learned.
-func (n *Node) retryJoin(now time.Time) {
-	if !n.member.wantJoin || n.member.leaving || now.Before(n.member.nextJoin) || n.joinDelay(now) > 0 {
+// gossipJoin dials addr in memberlist off the lock: a stopped peer holds a
+// join for the TCP timeout (mu held).
+func (n *Node) gossipJoin(addr string) {
+	if n.member.gossiping[addr] || n.closed {
 		return
 	}
-	n.member.nextJoin = now.Add(n.joinEvery())
-	seeds := n.joinSeeds()
-	if len(seeds) == 0 {
-		if len(n.cfg.Join) > 0 {
-			_, _ = n.ml.Join(n.cfg.Join)
+	n.member.gossiping[addr] = true
+	n.member.joins.Add(1)
+	go func() {
+		defer n.member.joins.Done()
+		_, err := n.ml.Join([]string{addr})
+		n.mu.Lock()
+		delete(n.member.gossiping, addr)
+		n.mu.Unlock()
+		if err != nil {
+			n.log.Debug("gossip join failed", "addr", addr, "err", err)
 		}
-		return
-	}
-	n.member.joinSeq++
-	seed := seeds[n.member.joinSeq%len(seeds)]
-	n.log.Debug("asking to join", "seed", seed.ID)
-	n.apply(now, n.core.Join(now, seed))
-}
-
-// joinSeeds are the members to ask: those of the learned epoch if there is
-// one, else the live peers memberlist knows.
-func (n *Node) joinSeeds() []msg.Member {
-	var out []msg.Member
-	if l, ok := n.core.Current(); ok && l.Epoch.Number >= 1 {
-		for _, m := range l.Epoch.Members {
-			if m.ID != n.self.ID {
-				out = append(out, m)
-			}
-		}
-		if len(out) > 0 {
-			return out
-		}
-	}
-	for _, p := range n.ml.Members() {
-		if !p.Local && p.State == transport.PeerAlive && p.Meta.NodeID != n.self.ID {
-			out = append(out, p.Meta.Member())
-		}
-	}
-	return out
-}
-
-// detectDown proposes an epoch without each member of the current epoch that
-// memberlist has reported dead (or never reported) for DownAfter. Safety
-// never rests on this: a member removed by mistake loses its liveness and
-// joins again.
-func (n *Node) detectDown(now time.Time) {
-	l, ok := n.core.Current()
-	if !ok || l.Epoch.Number == 0 || !l.Epoch.Has(n.self) {
-		return
-	}
-	alive := make(map[msg.Member]bool)
-	for _, p := range n.ml.Members() {
-		if p.State != transport.PeerDead {
-			alive[msg.Member{ID: p.Meta.NodeID, Store: p.Meta.StoreID}] = true
-		}
-	}
-	for k := range n.member.downSince {
-		if !l.Epoch.Has(k) {
-			delete(n.member.downSince, k)
-		}
-	}
-	for _, m := range l.Epoch.Members {
-		k := memberKey(m)
-		if k == memberKey(n.self) {
-			continue
-		}
-		if alive[k] {
-			delete(n.member.downSince, k)
-			continue
-		}
-		since, seen := n.member.downSince[k]
-		if !seen {
-			n.member.downSince[k] = now
-			continue
-		}
-		if now.Sub(since) < n.cfg.DownAfter || n.member.proposed[k] == l.Epoch.Number {
-			continue
-		}
-		n.member.proposed[k] = l.Epoch.Number
-		n.log.Info("member down; proposing an epoch without it", "member", m.ID, "store", msg.FormatStore(m.Store), "down", now.Sub(since), "epoch", l.Epoch.Number)
-		n.apply(now, n.core.ProposeRemove(now, m))
-	}
+	}()
 }
 
 // bootstrap waits until memberlist shows every initial member, then starts
-// agreement on epoch 1 among them and waits until it is learned.
+// agreement on epoch 1 among them and waits until it is learned. The core
+// decides; the wait is logged at INFO and reported by Status.
 func (n *Node) bootstrap(ctx context.Context) error {
-	var members []msg.Member
-	t := time.NewTicker(n.cfg.RetryInterval)
-	defer t.Stop()
-	for {
-		members = n.initialMembers()
-		if members != nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("homelock: bootstrap: waiting for initial members %v in gossip (seen %v): %w", n.cfg.InitialMembers, n.gossipIDs(), ctx.Err())
-		case <-t.C:
-			if len(n.cfg.Join) > 0 {
-				_, _ = n.ml.Join(n.cfg.Join)
-			}
-		}
+	ids := make([]msg.NodeID, len(n.cfg.InitialMembers))
+	for i, id := range n.cfg.InitialMembers {
+		ids[i] = msg.NodeID(id)
 	}
 	n.mu.Lock()
-	if n.usable() {
-		now := n.clock.Now()
-		n.apply(now, n.core.Bootstrap(now, members))
-	}
+	n.core.StartBootstrap(ids)
 	n.mu.Unlock()
+	n.kickNow()
 	return n.waitMember(ctx, true, "bootstrap")
-}
-
-// initialMembers returns the configured initial members with their store
-// IDs, addresses and versions from gossip, sorted, or nil while one is
-// missing.
-func (n *Node) initialMembers() []msg.Member {
-	byID := make(map[msg.NodeID]msg.Member)
-	for _, p := range n.ml.Members() {
-		if p.State == transport.PeerAlive {
-			byID[p.Meta.NodeID] = p.Meta.Member()
-		}
-	}
-	out := make([]msg.Member, 0, len(n.cfg.InitialMembers))
-	for _, id := range n.cfg.InitialMembers {
-		m, ok := byID[msg.NodeID(id)]
-		if !ok {
-			return nil
-		}
-		out = append(out, m)
-	}
-	msg.SortMembers(out)
-	return out
-}
-
-func (n *Node) gossipIDs() []string {
-	var ids []string
-	for _, p := range n.ml.Members() {
-		ids = append(ids, fmt.Sprintf("%s(%s)", p.Meta.NodeID, p.State))
-	}
-	return ids
 }
 
 // joinAndWait asks to join and waits until an epoch with this node is learned.
 func (n *Node) joinAndWait(ctx context.Context) error {
 	n.mu.Lock()
-	n.member.leaving, n.member.leftAt = false, time.Time{}
-	n.member.wantJoin = true
-	n.member.nextJoin = time.Time{}
+	n.core.WantJoin()
 	n.mu.Unlock()
 	n.kickNow()
 	return n.waitMember(ctx, true, "join")
@@ -288,6 +180,10 @@ func (n *Node) waitMember(ctx context.Context, want bool, what string) error {
 			n.mu.Unlock()
 			return fmt.Errorf("%w: %s", ErrClosed, what)
 		}
+		if dup := n.core.Duplicate(); dup != "" {
+			n.mu.Unlock()
+			return fmt.Errorf("%w: %s: node %s: %s", ErrDuplicateNodeID, what, n.cfg.NodeID, dup)
+		}
 		l, ok := n.core.Current()
 		if ok && l.Epoch.Number >= 1 && l.Epoch.Has(n.self) == want {
 			n.mu.Unlock()
@@ -301,7 +197,10 @@ func (n *Node) waitMember(ctx context.Context, want bool, what string) error {
 			if ok {
 				num = l.Epoch.Number
 			}
-			return fmt.Errorf("homelock: %s: epoch %d learned so far: %w", what, num, ctx.Err())
+			n.mu.Lock()
+			phase := n.core.PhaseDetail(n.clock.Now())
+			n.mu.Unlock()
+			return fmt.Errorf("homelock: %s: epoch %d learned so far (%s): %w", what, num, phase, ctx.Err())
 		case <-ch:
 		}
 	}

@@ -60,13 +60,12 @@ type Node struct {
 	armed  time.Time
 	// epochCh is closed and replaced whenever an epoch is learned.
 	epochCh chan struct{}
-	// lockable: this node is a member of the current epoch and every member
-	// runs our protocol version (capability negotiation).
-	lockable   bool
-	unlockable string // why not, for errors and Status
-	lastWall   time.Time
-	lastBoot   time.Time
-	member     memberState
+	// lockable caches core.Node.Lockable for Lock's path (recomputed on
+	// every epoch and membership scan); its reason is asked when false.
+	lockable bool
+	lastWall time.Time
+	lastBoot time.Time
+	member   memberState
 
 	local        localLocks
 	fencedWrites atomic.Uint64
@@ -178,14 +177,20 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	spoke = true
 
+	known, err := st.GossipAddrs()
+	if err != nil {
+		n.log.Warn("cannot read the members' gossip addresses; rejoining gossip needs seeds", "err", err)
+	}
 	now := n.clock.Now()
 	n.mu.Lock()
-	n.core = core.New(n.coreConfig(), now, es, marker)
-	n.lastBoot, n.lastWall = now, n.clock.Wall()
+	cc := n.coreConfig()
+	cc.Members.Known = known
 	if n.inc > 1 {
 		// The home gates every key until then (the restart gate).
-		n.member.rejoinAfter = now.Add(cfg.EpochLease + cfg.Skew)
+		cc.Members.RejoinAfter = now.Add(cfg.EpochLease + cfg.Skew)
 	}
+	n.core = core.New(cc, now, es, marker)
+	n.lastBoot, n.lastWall = now, n.clock.Wall()
 	n.noteEpoch()
 	n.apply(now, n.core.Tick(now))
 	n.mu.Unlock()
@@ -194,11 +199,15 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 
 	n.wg.Add(1)
 	go n.run()
+	if cfg.Started != nil {
+		cfg.Started(n)
+	}
 
 	switch {
 	case es.Learned != nil:
-		// A restart: the epoch machine renews, the home reclaims, and a node
-		// that finds itself removed joins again (noteEpoch).
+		// A restart: the epoch machine renews, the home reclaims, gossip is
+		// rejoined from the members' remembered addresses, and a node that
+		// finds itself removed joins again once its restart gate passed.
 	case cfg.Bootstrap:
 		if err := n.bootstrap(ctx); err != nil {
 			return nil, err
@@ -248,6 +257,8 @@ func (n *Node) coreConfig() core.Config {
 			Lease:         c.MaxLease,
 		},
 	}
+	cc.Members = core.MembersPacing(c.RetryInterval, c.DownAfter)
+	cc.Members.Seeds = c.Join
 	if n.ring != nil {
 		cc.Home.Sign = n.signGrant
 	}
@@ -323,14 +334,10 @@ func (n *Node) startMembership() error {
 	if err != nil {
 		return fmt.Errorf("homelock: start memberlist on %s: %w", n.cfg.GossipAddr, err)
 	}
+	// Seeds (Config.Join) and the remembered members are joined by the
+	// driver, off the lock and retried (core.Node.Maintain): a seed that is
+	// not up yet, or stopped, delays nothing.
 	n.ml = ml
-	if len(n.cfg.Join) > 0 {
-		// Seeds that are not up yet are retried by the driver; a restarted
-		// node need not wait for them.
-		if _, err := ml.Join(n.cfg.Join); err != nil {
-			n.log.Info("gossip seeds not reachable yet", "seeds", n.cfg.Join, "err", err)
-		}
-	}
 	return nil
 }
 
@@ -463,6 +470,8 @@ func (n *Node) shutdown() error {
 	if n.ml != nil {
 		errs = append(errs, n.ml.Close())
 	}
+	// Gossip joins in flight end with memberlist (at worst its TCP timeout).
+	n.member.joins.Wait()
 	if n.tr != nil {
 		errs = append(errs, n.tr.Close())
 	}

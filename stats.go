@@ -86,6 +86,10 @@ type Status struct {
 	// version, and it holds liveness. Reason says why not.
 	Available bool
 	Reason    string
+	// Phase says where the node stands in its membership: "member",
+	// "bootstrapping: waiting for n2, n3 in gossip", "joining: asked n1",
+	// "restart gate: 4.1s left before asking to join", "refused: ...".
+	Phase string
 }
 
 // MemberStatus is one member of the epoch.
@@ -118,7 +122,7 @@ func (n *Node) Status() Status {
 	if ok {
 		st.Epoch = l.Epoch.Number
 		for _, m := range l.Epoch.Members {
-			lv := live[memberKey(m)]
+			lv := live[msg.Member{ID: m.ID, Store: m.Store}]
 			if lv == "" {
 				lv = "unknown"
 			}
@@ -128,13 +132,14 @@ func (n *Node) Status() Status {
 	}
 	now := n.clock.Now()
 	st.LiveFor = max(n.core.LiveUntil().Sub(now), 0)
+	st.Phase = n.core.PhaseDetail(now)
 	switch {
 	case n.failed != nil:
 		st.Reason = "store failed: " + n.failed.Error()
 	case n.closing:
 		st.Reason = "closed"
 	case !n.lockable:
-		st.Reason = n.unlockable
+		_, st.Reason = n.core.Lockable(now)
 	case st.LiveFor == 0:
 		st.Reason = "no epoch liveness (a majority has not answered a renewal round)"
 	default:

@@ -25,6 +25,9 @@ type StatusReport struct {
 	LiveForMS       int64          `json:"live_for_ms"`
 	Available       bool           `json:"available"`
 	Reason          string         `json:"reason,omitempty"`
+	// Phase says where the node stands in its membership: "member", or
+	// what it waits for ("bootstrapping: waiting for n2, n3 in gossip").
+	Phase string `json:"phase"`
 }
 
 // MemberReport is homelock.MemberStatus.
@@ -80,7 +83,7 @@ func NewReport(st homelock.Status, s homelock.Stats) Report {
 		Status: StatusReport{
 			NodeID: st.NodeID, StoreID: msg.FormatStore(st.StoreID), Incarnation: st.Incarnation,
 			ProtocolVersion: st.ProtocolVersion, Epoch: st.Epoch, LiveForMS: st.LiveFor.Milliseconds(),
-			Available: st.Available, Reason: st.Reason, Members: make([]MemberReport, 0, len(st.Members)),
+			Available: st.Available, Reason: st.Reason, Phase: st.Phase, Members: make([]MemberReport, 0, len(st.Members)),
 		},
 		Stats: StatsReport{
 			HeldDelegations: s.Held, PendingAcquires: s.Pending, DeferredLockers: s.Deferred,

@@ -31,6 +31,13 @@
 //     waited out by every other node until it starts again;
 //   - L7 once healed, a holder asks to renew a delegation in use at half
 //     its lease, not later.
+//   - H1 membership heals: after the last fault every node is a member of
+//     one agreed epoch, lockable and live, within a stated bound; H2 the
+//     epochs learned stay within each fault's budget (healing.go).
+//
+// Membership is decided by the production code (internal/core members.go)
+// over a model of memberlist (gossip.go): the simulator carries out the
+// joins the core asks for and makes no membership decision of its own.
 //
 // A failing run prints the invariant, the last events and the command that
 // replays it (`go run ./cmd/homelock sim --seed S --trace`). mutation_test.go

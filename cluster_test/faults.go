@@ -31,9 +31,10 @@ func (s *Sim) randomFault() {
 		d = time.Duration(s.rng.Int64N(int64(d))) + 50*time.Millisecond
 		return min(d, remaining)
 	}
-	switch s.rng.IntN(12) {
+	switch s.rng.IntN(14) {
 	case 0: // partition one node from the rest, both ways or one way
 		n := s.randomNode()
+		s.budget(2)
 		oneWay := s.rng.IntN(3) == 0
 		kind := "partition"
 		if oneWay {
@@ -43,78 +44,105 @@ func (s *Sim) randomFault() {
 		s.trace("%s %s", kind, n.id)
 		s.cutOff([]*simNode{n}, oneWay)
 		s.After(upTo(3*time.Second), func() { s.healLinks([]*simNode{n}) })
-	case 1: // a minority cut off and agreed down by the majority, one by one:
-		// epochs change in quick succession while the old homes still live.
+	case 1: // a minority cut off and agreed down by the majority's failure
+		// detectors, one by one: epochs change in quick succession while the
+		// old homes still live; two majority members may propose at once.
 		minority := s.minority()
 		s.faults["partition_group"]++
+		s.budget(2 * len(minority))
 		s.trace("partition group %v", ids(minority))
 		s.cutOff(minority, false)
-		s.After(s.downAfter, func() {
-			// One or two majority members propose the removals, as their
-			// failure detectors fire: two proposers duel for one instance.
-			proposers := s.liveOutside(minority)
-			if len(proposers) == 0 {
-				return
-			}
-			for i, n := range minority {
-				proposer := proposers[(i+s.rng.IntN(2))%len(proposers)]
-				s.After(time.Duration(s.rng.Int64N(int64(150*time.Millisecond))), func() {
-					if proposer.core == nil || proposer.paused {
-						return
-					}
-					s.faults["agreed_down"]++
-					s.trace("agreed down %s by %s", n.id, proposer.id)
-					proposer.apply(s, proposer.core.ProposeRemove(proposer.local(s.now), n.member))
-				})
-			}
-			if s.rng.IntN(2) == 0 {
-				// And a new node joins right after: epochs in quick succession,
-				// most keys staying where the removal moved them (H4).
-				s.After(100*time.Millisecond, func() { s.joinNew(proposers[0]) })
-			}
-		})
-		s.After(s.downAfter+upTo(3*time.Second), func() { s.healLinks(minority) })
+		if s.rng.IntN(2) == 0 {
+			// And a new node joins right after the removals: epochs in quick
+			// succession, most keys staying where the removal moved them (H4).
+			s.After(s.downAfter+deadAfter+300*time.Millisecond, func() {
+				if p := s.liveOutside(minority); len(p) > 0 && s.now.Before(s.healedAt) {
+					s.joinNew(p[0])
+				}
+			})
+		}
+		s.After(s.downAfter+deadAfter+upTo(3*time.Second), func() { s.healLinks(minority) })
 	case 2, 3: // crash and restart
 		n := s.randomNode()
+		s.budget(2)
 		s.crash(n)
 		s.After(upTo(3*time.Second), func() { s.restart(n) })
-	case 4: // crash, agreed down by a live member, restart (it rejoins later)
+	case 4: // crash, down long enough to be agreed down, restart: it asks
+		// to join again once its restart gate passed
 		n := s.randomNode()
-		if n.core == nil {
-			return
-		}
+		s.budget(2)
 		s.crash(n)
-		s.After(s.downAfter, func() {
-			if n.core != nil {
-				return
-			}
-			if m := s.someLiveMember(n); m != nil && m.core != nil && !m.paused {
-				s.faults["agreed_down"]++
-				s.trace("agreed down %s by %s", n.id, m.id)
-				m.apply(s, m.core.ProposeRemove(m.local(s.now), n.member))
-			}
-		})
-		s.After(upTo(4*time.Second)+s.downAfter, func() { s.restart(n) })
-	case 5: // pause longer than every lease, then resume
+		s.After(upTo(4*time.Second)+s.downAfter+deadAfter, func() { s.restart(n) })
+	case 5: // pause longer than every lease, then resume; or just past one
+		// lease, which failure detection may not notice: the grants that
+		// waited meanwhile arrive late, and nothing else changes
 		n := s.randomNode()
+		s.budget(2)
 		s.pause(n)
-		s.After(simLease+simEpochLease+time.Duration(s.rng.Int64N(int64(time.Second))), func() { s.resume(n) })
+		d := simLease + simEpochLease + time.Duration(s.rng.Int64N(int64(time.Second)))
+		if s.rng.IntN(2) == 0 {
+			s.faults["pause_short"]++
+			d = simLease + simSkew + time.Duration(s.rng.Int64N(int64(s.downAfter)))
+		}
+		s.After(d, func() { s.resume(n) })
 	case 6, 7: // a lossy, duplicating, reordering network for a while
 		s.faults["lossy"]++
 		s.net.drop = 0.05 + s.rng.Float64()*0.15
 		s.net.dup = 0.05
 		s.net.slow = true
 		s.After(upTo(2*time.Second), func() { s.net.drop, s.net.dup, s.net.slow = 0, 0, false })
-	case 8: // a clean leave, then join again
+	case 8: // a clean leave, then Join again a while later
 		n := s.randomNode()
-		if n.core == nil || n.paused {
+		if !n.up() {
 			return
 		}
 		s.faults["leave"]++
+		s.budget(2)
 		s.trace("leave %s", n.id)
 		n.apply(s, n.core.Leave(n.local(s.now)))
+		gen := n.gen
+		var again func()
+		again = func() {
+			switch {
+			case n.gen != gen: // restarted: the new process joins on its own
+			case !n.up():
+				s.After(100*time.Millisecond, again)
+			default:
+				s.trace("join again %s", n.id)
+				n.core.WantJoin()
+			}
+		}
+		s.After(upTo(3*time.Second), again)
 	case 9: // a new node joins
 		s.joinNew(s.someLiveMember(nil))
+	case 12: // a member's gossip goes dark for longer than DownAfter while
+		// its transport still works: memberlist calls it dead, the others
+		// remove it; when gossip comes back it joins again
+		n := s.randomNode()
+		s.faults["gossip_blackout"]++
+		s.budget(2)
+		s.trace("gossip blackout %s", n.id)
+		s.blackout[n.idx] = true
+		s.After(s.downAfter+deadAfter+upTo(3*time.Second), func() {
+			s.trace("gossip back %s", n.id)
+			delete(s.blackout, n.idx)
+		})
+	case 13: // repeated short partitions of one node
+		n := s.randomNode()
+		s.faults["partition_repeated"]++
+		at := time.Duration(0)
+		for range 2 + s.rng.IntN(3) {
+			s.budget(2)
+			on, off := upTo(s.downAfter+deadAfter+time.Second), upTo(time.Second)
+			s.After(at, func() {
+				if s.now.Before(s.healedAt) {
+					s.trace("partition %s", n.id)
+					s.cutOff([]*simNode{n}, false)
+				}
+			})
+			s.After(at+on, func() { s.healLinks([]*simNode{n}) })
+			at += on + off
+		}
 	case 11: // a rolling upgrade to the next protocol version, one node at a
 		// time: cluster locks must fail closed from the first upgraded node
 		// until the epoch carries the new version everywhere
@@ -123,6 +151,7 @@ func (s *Sim) randomFault() {
 		}
 		s.version = 2
 		s.faults["rolling_upgrade"]++
+		s.budget(2 * len(s.nodes))
 		s.trace("rolling upgrade to v%d", s.version)
 		gap := 100*time.Millisecond + time.Duration(s.rng.Int64N(int64(700*time.Millisecond)))
 		for i, n := range s.nodes {
@@ -136,6 +165,7 @@ func (s *Sim) randomFault() {
 			return
 		}
 		s.faults["proposal_duel"]++
+		s.budget(4) // two forced removals and their joins
 		s.net.slow = true
 		p := s.rng.Perm(len(live))
 		a, b, victimA, victimB := live[p[0]], live[p[1]], live[p[2]], live[p[1]]
@@ -149,15 +179,18 @@ func (s *Sim) randomFault() {
 	}
 }
 
-// joinNew adds a node that joins through seed (at most 6 nodes in all).
+// joinNew adds a node that joins through seed's gossip address (at most 6
+// nodes in all).
 func (s *Sim) joinNew(seed *simNode) {
-	if len(s.nodes) >= 6 || seed == nil || seed.core == nil {
+	if len(s.nodes) >= 6 || seed == nil || !seed.up() {
 		return
 	}
 	n := s.addNode(len(s.nodes))
 	s.faults["join"]++
+	s.budget(1)
 	s.trace("join %s via %s", n.id, seed.id)
-	n.start(s, nil, seed)
+	n.seeds = []string{gossipAddr(seed)}
+	n.start(s, nil)
 	for l := 0; l < s.cfg.Lockers; l++ {
 		s.scheduleLock(n, s.think())
 	}
@@ -166,7 +199,7 @@ func (s *Sim) joinNew(seed *simNode) {
 func (s *Sim) liveOutside(group []*simNode) []*simNode {
 	var out []*simNode
 	for _, n := range s.nodes {
-		if n.core != nil && !n.paused && !slices.Contains(group, n) {
+		if n.up() && !slices.Contains(group, n) {
 			out = append(out, n)
 		}
 	}
@@ -176,7 +209,7 @@ func (s *Sim) liveOutside(group []*simNode) []*simNode {
 // upgrade restarts n running the cluster's target version; it joins again
 // so that the epoch carries its new version.
 func (s *Sim) upgrade(n *simNode) {
-	if n.member.Version == s.version {
+	if n.member.Version == s.version || n.gone {
 		return
 	}
 	s.crash(n)
@@ -185,36 +218,16 @@ func (s *Sim) upgrade(n *simNode) {
 	s.restart(n)
 }
 
-// healAll ends the fault phase: network healed, everyone up and resumed,
-// and every node that is not a member asks to join again (as the root
-// package does when it finds itself outside the epoch).
+// healAll ends the fault phase: network and gossip healed, everyone up and
+// resumed. Membership heals by itself from here (the core's rejoins).
 func (s *Sim) healAll() {
 	s.trace("heal all")
 	s.net.heal()
+	clear(s.blackout)
 	for _, n := range s.nodes {
 		s.resume(n)
 		s.restart(n)
 		s.upgrade(n)
-	}
-	s.ensureMembers()
-}
-
-func (s *Sim) ensureMembers() {
-	for _, n := range s.nodes {
-		n.removed = false
-		if n.core == nil {
-			continue
-		}
-		if !n.core.NeedsJoin() {
-			continue
-		}
-		n.removed = true
-		if seed := s.someLiveMember(n); seed != nil {
-			n.apply(s, n.core.Join(n.local(s.now), seed.member))
-		}
-	}
-	if s.now.Before(simBase.Add(s.cfg.Duration)) {
-		s.After(500*time.Millisecond, s.ensureMembers)
 	}
 }
 

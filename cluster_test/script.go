@@ -21,12 +21,14 @@ func (s *Sim) ProposeRemove(by, victim string) {
 	if p.core == nil {
 		return
 	}
+	s.budget(2) // the removal, and the victim's join
 	p.apply(s, p.core.ProposeRemove(p.local(s.now), v.member))
 }
 
 // Cut blocks messages between a and b both ways until Heal or the heal.
 func (s *Sim) Cut(a, b string) {
 	x, y := s.Node(a), s.Node(b)
+	s.budget(4) // each may see the other down: two removals, two joins
 	s.net.cut[[2]int{x.idx, y.idx}] = true
 	s.net.cut[[2]int{y.idx, x.idx}] = true
 }

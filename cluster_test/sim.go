@@ -87,6 +87,12 @@ type Result struct {
 	TraceHash uint64
 	// Trace holds the last events (all of them with SimConfig.Trace).
 	Trace []string
+	// HealedAfter is how long after the heal every node stood in one agreed
+	// epoch, lockable and live (-1: never); Epochs is the highest epoch
+	// learned, EpochBudget what the faults allowed (healing.go).
+	HealedAfter time.Duration
+	Epochs      uint64
+	EpochBudget int
 }
 
 // Failed reports whether the run found a violation.

@@ -60,9 +60,32 @@ func TestFaultKindsExercised(t *testing.T) {
 	}
 	for _, k := range []string{"crash", "restart", "pause", "partition", "partition_oneway", "partition_group",
 		"agreed_down", "drop", "duplicate", "delay", "join", "leave", "drift", "hook_hang",
-		"crash_after_promise", "proposal_duel", "rolling_upgrade"} {
+		"crash_after_promise", "proposal_duel", "rolling_upgrade", "gossip_blackout", "partition_repeated",
+		"gossip_join", "pause_short"} {
 		if seen[k] == 0 {
 			t.Errorf("fault %q never happened in 60 seeds", k)
 		}
 	}
+}
+
+// TestSimHealingBounds reports, over the default seeds, how long membership
+// took to heal after the last fault and how many epochs the faults cost
+// (the checks themselves run in every seed: healing.go).
+func TestSimHealingBounds(t *testing.T) {
+	var worst time.Duration
+	var worstSeed uint64
+	epochs, budget := 0, 0
+	for seed := uint64(1); seed <= 200; seed++ {
+		r := Run(DefaultSimConfig(seed))
+		if r.Failed() {
+			t.Fatal(r.Report())
+		}
+		if r.HealedAfter > worst {
+			worst, worstSeed = r.HealedAfter, seed
+		}
+		epochs += int(r.Epochs) - 1
+		budget += r.EpochBudget
+	}
+	t.Logf("200 seeds: healed at most %v after the heal (seed %d); %d epochs learned after the first against a budget of %d (%.2f of it)",
+		worst, worstSeed, epochs, budget, float64(epochs)/float64(budget))
 }

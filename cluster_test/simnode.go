@@ -1,6 +1,7 @@
 package clustertest
 
 import (
+	"maps"
 	"time"
 
 	"github.com/homelock/homelock/delegation"
@@ -29,7 +30,15 @@ type simNode struct {
 	deferred []*event
 	tickSeq  uint64
 	tickAt   time.Time
-	removed  bool // agreed down or left: must join again
+	// removed: not in its epoch as it runs (the core says, each gossip
+	// tick); the progress checks leave such a node out.
+	removed bool
+	// gone: refused as a duplicate node ID; the process exited for good.
+	gone bool
+	// view is this process's memberlist view (gossip.go); seeds are its
+	// configured gossip seeds (Config.Join).
+	view  []*gossipEntry
+	seeds []string
 
 	lockers map[uint64]*critical
 	nextID  uint64
@@ -42,6 +51,8 @@ type disk struct {
 	acceptor map[uint64]epoch.AcceptorRecord
 	learned  *epoch.Learned
 	markers  map[uint64]bool
+	// known are the members' gossip addresses the core asked to keep.
+	known map[msg.NodeID]string
 }
 
 func (n *simNode) local(t time.Time) time.Time {
@@ -91,39 +102,41 @@ func (s *Sim) nodeConfig(n *simNode) core.Config {
 			Lease:         simLease,
 			Mutations:     s.cfg.Mutations.Holder,
 		},
+		Members: core.MembersPacing(simRetry, s.downAfter),
 	}
 }
 
 // start boots the node's process: bump the incarnation (synced, unless the
-// mutation forgets it), restore from disk, and bootstrap or join.
-func (n *simNode) start(s *Sim, initial []msg.Member, seed *simNode) {
+// mutation forgets it), restore from disk, and bootstrap (initial: the first
+// epoch's node IDs) or, with no epoch on disk, join through its seeds. The
+// rest is the core's: gossip rejoins, the restart gate, joins.
+func (n *simNode) start(s *Sim, initial []msg.NodeID) {
 	if !s.cfg.Mutations.IncarnationNotPersisted || n.disk.inc == 0 {
 		n.disk.inc++
 	}
 	n.gen++
 	n.paused = false
 	n.deferred = nil
+	n.view = nil
 	n.lockers = make(map[uint64]*critical)
 	now := n.local(s.now)
 	st := n.disk.state()
 	marker := st.Learned != nil && n.disk.markers[st.Learned.Epoch.Number]
-	n.core = core.New(s.nodeConfig(n), now, st, marker)
+	cfg := s.nodeConfig(n)
+	cfg.Members.Seeds = n.seeds
+	cfg.Members.Known = maps.Clone(n.disk.known)
+	if n.disk.inc > 1 {
+		cfg.Members.RejoinAfter = now.Add(simEpochLease + simSkew)
+	}
+	n.core = core.New(cfg, now, st, marker)
 	s.trace("start %s inc=%d epoch=%v", n.id, n.disk.inc, learnedNumber(st.Learned))
 	switch {
 	case initial != nil:
-		n.apply(s, n.core.Bootstrap(now, initial))
-	case seed != nil:
-		n.apply(s, n.core.Join(now, seed.member))
-	case n.core.NeedsJoin():
-		// Restarted with another version (or removed meanwhile): ask again.
-		if m := s.someLiveMember(n); m != nil {
-			n.apply(s, n.core.Join(now, m.member))
-			break
-		}
-		n.apply(s, n.core.Tick(now))
-	default:
-		n.apply(s, n.core.Tick(now))
+		n.core.StartBootstrap(initial)
+	case st.Learned == nil:
+		n.core.WantJoin()
 	}
+	n.apply(s, n.core.Tick(now))
 }
 
 func learnedNumber(l *epoch.Learned) any {
@@ -152,6 +165,7 @@ func (n *simNode) apply(s *Sim, rd core.Ready) {
 	}
 	if rd.Learned != nil {
 		s.check.learned(n, *rd.Learned)
+		s.noteEpochNumber(rd.Learned.Epoch.Number)
 	}
 	for _, g := range rd.GatePassed {
 		n.disk.markers[g] = true
@@ -160,6 +174,7 @@ func (n *simNode) apply(s *Sim, rd core.Ready) {
 		s.check.sent(n, o)
 		s.send(n, o)
 	}
+	s.carryMembership(n, rd)
 	for _, e := range rd.Events {
 		s.onEvent(n, e)
 	}
@@ -168,6 +183,7 @@ func (n *simNode) apply(s *Sim, rd core.Ready) {
 		// Crash right after a promise or acceptance left: what it wrote
 		// must have been synced, or the restarted acceptor forgets it.
 		s.faults["crash_after_promise"]++
+		s.budget(2)
 		s.After(0, func() {
 			s.crash(n)
 			s.After(50*time.Millisecond+time.Duration(s.rng.Int64N(int64(400*time.Millisecond))), func() { s.restart(n) })
@@ -209,17 +225,14 @@ func (s *Sim) crash(n *simNode) {
 	n.tickSeq = 0
 }
 
-// restart starts a crashed node again; a removed node joins again.
+// restart starts a crashed node again, with no seed: it finds the cluster
+// as a restarted process does, from the gossip addresses it kept.
 func (s *Sim) restart(n *simNode) {
-	if n.core != nil {
+	if n.core != nil || n.gone {
 		return
 	}
 	s.faults["restart"]++
-	var seed *simNode
-	if n.removed {
-		seed = s.someLiveMember(n)
-	}
-	n.start(s, nil, seed)
+	n.start(s, nil)
 }
 
 func (s *Sim) pause(n *simNode) {
@@ -252,7 +265,7 @@ func (s *Sim) resume(n *simNode) {
 
 func (s *Sim) someLiveMember(except *simNode) *simNode {
 	for _, m := range s.nodes {
-		if m != except && m.core != nil && !m.removed {
+		if m != except && m.core != nil && !m.removed && !m.gone {
 			return m
 		}
 	}

@@ -54,6 +54,11 @@ type Sim struct {
 	hotKeys, coldKeys []string
 	// version is the protocol version nodes run (or are being upgraded to).
 	version uint32
+
+	// blackout cuts a node's gossip (only) while set.
+	blackout map[int]bool
+	// heal is the healing check's bookkeeping (healing.go).
+	heal healing
 }
 
 type eventKind uint8
@@ -163,17 +168,26 @@ func newSim(cfg SimConfig) *Sim {
 	s.version = 1
 	s.check = newChecker(s)
 	s.net = newNetwork()
+	s.blackout = make(map[int]bool)
 	s.recent = make([]traceRec, 0, recentEvents)
-	var initial []msg.Member
+	var initial []msg.NodeID
 	for i := 0; i < cfg.Nodes; i++ {
 		n := s.addNode(i)
-		initial = append(initial, n.member)
+		initial = append(initial, n.id)
 	}
-	msg.SortMembers(initial)
+	// Every initial node is given the others' gossip addresses, as the
+	// README's --initial ID=ADDR list does.
 	for _, n := range s.nodes {
-		n.start(s, initial, nil)
+		for _, o := range s.nodes {
+			if o != n {
+				n.seeds = append(n.seeds, gossipAddr(o))
+			}
+		}
+		n.start(s, initial)
 	}
+	s.After(0, s.gossipTick)
 	s.healedAt = simBase.Add(time.Duration(float64(cfg.Duration) * cfg.FaultFraction))
+	s.heal.from = s.healedAt
 	s.startWorkload()
 	if cfg.Script != nil {
 		cfg.Script(s)
@@ -217,6 +231,9 @@ func (s *Sim) run() {
 	if !s.stopped {
 		s.check.final()
 	}
+	if !s.stopped {
+		s.finalHealing()
+	}
 }
 
 func (s *Sim) dispatch(e *event) {
@@ -255,7 +272,7 @@ func (s *Sim) dispatch(e *event) {
 // send puts one message on the network: dropped, duplicated, delayed or
 // held by a partition as the current faults say.
 func (s *Sim) send(from *simNode, o core.Outgoing) {
-	to := s.nodeByID(o.To.ID)
+	to := s.nodeByAddr(o.To.Addr)
 	if to == nil {
 		return
 	}
@@ -283,6 +300,17 @@ func (s *Sim) send(from *simNode, o core.Outgoing) {
 		}
 		s.at(s.now.Add(d), &event{kind: evDeliver, node: to.idx, env: o.Env, gen: to.gen})
 	}
+}
+
+// nodeByAddr routes by transport address, as gRPC does: an impostor under
+// an existing node ID has an address of its own.
+func (s *Sim) nodeByAddr(addr string) *simNode {
+	for _, n := range s.nodes {
+		if n.member.Addr == addr {
+			return n
+		}
+	}
+	return nil
 }
 
 func (s *Sim) nodeByID(id msg.NodeID) *simNode {
@@ -379,6 +407,13 @@ func (s *Sim) result() Result {
 		Acks:       s.check.acks,
 		Events:     s.nEvents,
 		TraceHash:  s.hash,
+
+		HealedAfter: -1,
+		Epochs:      s.heal.maxEpoch,
+		EpochBudget: s.heal.budget,
+	}
+	if !s.heal.at.IsZero() {
+		r.HealedAfter = s.heal.at.Sub(s.heal.from)
 	}
 	if r.Failed() || s.cfg.Trace {
 		r.Trace = s.lastEvents()

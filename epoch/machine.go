@@ -228,6 +228,18 @@ func (m *Machine) ProposeRemove(now time.Time, member msg.Member) Output {
 	return m.finish(now)
 }
 
+// WithdrawRemove forgets a wish to remove member (failure detection saw it
+// come back) and reports whether there was one. A proposal already under
+// way keeps its value: Paxos may have chosen it.
+func (m *Machine) WithdrawRemove(member msg.Member) bool {
+	i := slices.IndexFunc(m.desired, func(c change) bool { return c.remove && c.member.Same(member) })
+	if i < 0 {
+		return false
+	}
+	m.desired = slices.Delete(m.desired, i, i+1)
+	return true
+}
+
 // Current returns the learned epoch, its certificate, and when it was learned
 // (the now of the step that learned it; the zero time for an epoch restored
 // by New). ok is false when no epoch is learned. The returned value shares

@@ -77,7 +77,12 @@ func (m *Machine) pruneDesired() {
 	if m.learned == nil {
 		return
 	}
-	m.desired = slices.DeleteFunc(m.desired, func(c change) bool { return reflected(m.learned.Epoch, c) })
+	e := m.learned.Epoch
+	m.desired = slices.DeleteFunc(m.desired, func(c change) bool {
+		// The last member is never removed (ownValue): that wish is void.
+		last := c.remove && len(e.Members) == 1 && isMember(e, c.member)
+		return last || reflected(e, c)
+	})
 }
 
 func (m *Machine) pendingChange() bool { return len(m.desired) > 0 }
@@ -102,13 +107,19 @@ func (m *Machine) ownValue() msg.Epoch {
 	}
 	for _, c := range m.desired {
 		// A join replaces the entry with the same node ID (H21); a removal
-		// removes only that (ID, store).
-		v.Members = slices.DeleteFunc(v.Members, func(o msg.Member) bool {
+		// removes only that (ID, store), and never the last member: an
+		// epoch without members could agree nothing ever again, not even a
+		// join (leaves and removals of every member can be wanted at once).
+		kept := slices.DeleteFunc(slices.Clone(v.Members), func(o msg.Member) bool {
 			if c.remove {
 				return o.ID == c.member.ID && (o.Store == c.member.Store || testIgnoreStore)
 			}
 			return o.ID == c.member.ID
 		})
+		if c.remove && len(kept) == 0 {
+			continue
+		}
+		v.Members = kept
 		if !c.remove {
 			v.Members = append(v.Members, c.member)
 		}

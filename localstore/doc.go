@@ -75,7 +75,8 @@
 //	0x04                 learned epoch and certificate
 //	0x05 ‖ epoch number  gate-passed marker
 //	0x06                 write counter (S4)
-//	0x07 … 0x7f          reserved for localstore; Open refuses unknown keys here
+//	0x07                 gossip addresses of the epoch's members (advisory)
+//	0x08 … 0x7f          reserved for localstore; Open refuses unknown keys here
 //	0x80 …               fence.Guard's records (GuardPrefix); never read here
 //	0x81 … 0xff          unassigned
 //

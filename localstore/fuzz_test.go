@@ -3,6 +3,8 @@ package localstore
 import (
 	"bytes"
 	"testing"
+
+	"github.com/homelock/homelock/msg"
 )
 
 // The fuzz targets check, for arbitrary bytes, that a decoder never panics
@@ -86,6 +88,20 @@ func FuzzDecodeGatePassed(f *testing.F) {
 	})
 }
 
+func FuzzDecodeGossip(f *testing.F) {
+	f.Add(encodeGossip(map[msg.NodeID]string{}))
+	f.Add(encodeGossip(map[msg.NodeID]string{"n1": "127.0.0.1:7947", "n2": "10.0.0.2:7947"}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		g, err := decodeGossip(b)
+		if err != nil {
+			return
+		}
+		if re := encodeGossip(g); !bytes.Equal(re, b) {
+			t.Fatalf("decoded %v re-encodes to %x, input %x", g, re, b)
+		}
+	})
+}
+
 // FuzzScanRecord feeds arbitrary keys and values to the dispatcher Open uses
 // on every stored key: it may refuse them, never panic.
 func FuzzScanRecord(f *testing.F) {
@@ -94,6 +110,7 @@ func FuzzScanRecord(f *testing.F) {
 	f.Add(gatePassedKey(2), encodeGatePassed(2))
 	f.Add(identityKey, encodeIdentity(Identity{"n1", 42, "c1"}))
 	f.Add(counterKey, encodeCounter(3))
+	f.Add(gossipKey, encodeGossip(map[msg.NodeID]string{"n1": "127.0.0.1:1"}))
 	f.Add([]byte{0x7f}, []byte{})
 	f.Fuzz(func(t *testing.T, k, v []byte) {
 		var c contents

@@ -13,6 +13,7 @@ const (
 	prefixLearned     byte = 0x04 // single key
 	prefixGatePassed  byte = 0x05 // + epoch number, 8 bytes big-endian
 	prefixCounter     byte = 0x06 // single key: the write counter (S4)
+	prefixGossip      byte = 0x07 // single key
 
 	// ownedEnd bounds localstore's key space: Open reads every key below it
 	// and refuses any it does not know, so a newer build's records are never
@@ -27,6 +28,7 @@ var (
 	incarnationKey = []byte{prefixIncarnation}
 	learnedKey     = []byte{prefixLearned}
 	counterKey     = []byte{prefixCounter}
+	gossipKey      = []byte{prefixGossip}
 )
 
 func numberedKey(prefix byte, n uint64) []byte {

@@ -210,3 +210,20 @@ func ExampleOpen() {
 	fmt.Println("incarnation", inc)
 	// Output: incarnation 1
 }
+
+// The gossip addresses survive a reopen (Open's scan accepts the record) and
+// a later save replaces them whole.
+func TestGossipAddrsReopen(t *testing.T) {
+	fs := vfs.NewMem()
+	s := openT(t, fs, testOptions(fs))
+	g, err := s.GossipAddrs()
+	noErr(t, err)
+	eq(t, len(g), 0)
+	noErr(t, s.SaveGossipAddrs(map[msg.NodeID]string{"n2": "127.0.0.1:2", "n3": "127.0.0.1:3"}))
+	noErr(t, s.SaveGossipAddrs(map[msg.NodeID]string{"n2": "127.0.0.1:22"}))
+	noErr(t, s.Close())
+	s = openT(t, fs, testOptions(fs))
+	g, err = s.GossipAddrs()
+	noErr(t, err)
+	eq(t, g, map[msg.NodeID]string{"n2": "127.0.0.1:22"})
+}

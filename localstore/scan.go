@@ -65,6 +65,9 @@ func (c *contents) add(k, v []byte) error {
 		l, err := decodeLearned(v)
 		c.learned = &l
 		return err
+	case bytes.Equal(k, gossipKey):
+		_, err := decodeGossip(v)
+		return err
 	}
 	if _, ok := parseNumberedKey(prefixAcceptor, k); ok {
 		r, err := decodeAcceptorAt(k, v)

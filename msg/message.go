@@ -242,6 +242,9 @@ const (
 	RefusedVersion
 	RefusedTooManyDelegations
 	RefusedBadRequest
+	// RefusedDuplicateID answers a Join (Key empty) under a node ID whose
+	// member in the epoch has another store and is alive in gossip.
+	RefusedDuplicateID
 )
 
 func (r RefuseReason) String() string {
@@ -254,6 +257,8 @@ func (r RefuseReason) String() string {
 		return "delegation cap reached"
 	case RefusedBadRequest:
 		return "malformed request"
+	case RefusedDuplicateID:
+		return "another live node has this node ID"
 	}
 	return "unknown reason"
 }

@@ -46,15 +46,27 @@ func serveNode(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs := flag.NewFlagSet("node", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: homelock node --id ID --data-dir DIR [--bootstrap --initial IDS | --join ADDRS] [flags]
+		fmt.Fprint(stderr, `Usage: homelock node --id ID --data-dir DIR [--bootstrap --initial ID=GOSSIP,... | --join ADDRS] [flags]
 
 Runs one homelock node until SIGINT or SIGTERM, then closes it cleanly: it
 releases the delegations it holds, leaves the epoch so that the keys it is
 home for move (unless it is the last member or another one is down), and
-answers their new homes for about --epoch-lease more before it exits. The
-first start of a cluster needs --bootstrap with the same --initial list on
-every initial node; a new node joins with --join; a restarted node needs
-neither (if it had left, it joins again once --epoch-lease has passed).
+answers their new homes for about --epoch-lease more before it exits.
+
+The first start of a cluster: every initial node gets --bootstrap and the
+same --initial list, each member as ID=GOSSIP-ADDR, for example
+  --bootstrap --initial n1=127.0.0.1:7947,n2=127.0.0.1:7957,n3=127.0.0.1:7967
+(plain IDs work too when --join gives the others' gossip addresses). A new
+node joins a running cluster with --join GOSSIP-ADDRS. A restarted node
+needs neither: it rejoins gossip at the addresses it kept of its epoch's
+members, and the members that stayed up keep rejoining it (if it had left
+or was removed, it asks to join again once --epoch-lease has passed).
+
+Until it is a member the node answers "homelock status" with where it
+stands ("bootstrapping: waiting for n2, n3 in gossip", "joining: asked n1",
+"restart gate: 4.1s left ..."). A node whose ID is already held by another
+live node with another data directory is refused and exits (duplicate node
+ID); the live node keeps its membership.
 
 The client API (--api-addr) is plaintext and open to anyone who reaches it
 unless it has TLS (--api-tls-cert, --api-tls-key) and authenticates its
@@ -85,7 +97,7 @@ Flags:
 	logf.register(fs)
 	bootstrap := fs.Bool("bootstrap", false, "start a new cluster of --initial members")
 	var initial, join listFlag
-	fs.Var(&initial, "initial", "node IDs of the first epoch (with --bootstrap), comma-separated")
+	fs.Var(&initial, "initial", "members of the first epoch (with --bootstrap), comma-separated ID=GOSSIP-ADDR (or IDs with --join)")
 	fs.Var(&join, "join", "gossip addresses of running nodes, comma-separated")
 	tlsCert := fs.String("tls-cert", "", "PEM certificate for the peer transport")
 	tlsKey := fs.String("tls-key", "", "PEM key for --tls-cert")
@@ -118,7 +130,12 @@ Flags:
 	cfg.NodeID, cfg.ClusterID, cfg.DataDir = *id, *cluster, *dataDir
 	cfg.GRPCAddr, cfg.AdvertiseAddr = *grpcAddr, *advertise
 	cfg.GossipAddr, cfg.GossipAdvertise = *gossipAddr, *gossipAdvertise
-	cfg.Bootstrap, cfg.InitialMembers, cfg.Join = *bootstrap, initial, join
+	ids, seeds, err := parseInitial(initial, *id)
+	if err != nil {
+		fmt.Fprintf(stderr, "homelock node: --initial: %v\n", err)
+		return 2
+	}
+	cfg.Bootstrap, cfg.InitialMembers, cfg.Join = *bootstrap, ids, append(seeds, join...)
 	cfg.KeyRingFile = *keyRing
 	cfg.EpochLease, cfg.MaxLease, cfg.DownAfter = *epochLease, *maxLease, *downAfter
 	cfg.Logger = base
@@ -160,28 +177,40 @@ Flags:
 	for _, w := range api.warnings(lis.Addr()) {
 		log.Warn(w)
 	}
-	n, err := homelock.Open(ctx, cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "homelock node: %v\n", err)
-		return 1
-	}
+	// The client API and the metrics are served from the moment the node
+	// answers Status, before Open waits for bootstrap or join: "status" and
+	// /readyz then say where the node stands instead of timing out.
 	srv := grpc.NewServer(srvOpts...)
-	clientapi.RegisterClientServer(srv, clientapi.NewServer(n))
 	hs := health.NewServer()
 	grpc_health_v1.RegisterHealthServer(srv, hs)
 	var served sync.WaitGroup
 	stopHealth := make(chan struct{})
-	served.Go(func() { watchHealth(n, hs, stopHealth) })
-	served.Go(func() { _ = srv.Serve(lis) })
 	metricsCtx, stopMetrics := context.WithCancel(context.Background())
 	defer stopMetrics()
-	where := ""
-	if mlis != nil {
-		served.Go(func() { serveMetrics(metricsCtx, mlis, n, log) })
-		where = ", metrics on " + mlis.Addr().String()
+	started := false // Started runs on Open's goroutine, before it returns
+	cfg.Started = func(n *homelock.Node) {
+		started = true
+		clientapi.RegisterClientServer(srv, clientapi.NewServer(n))
+		served.Go(func() { watchHealth(n, hs, stopHealth) })
+		served.Go(func() { _ = srv.Serve(lis) })
+		where := ""
+		if mlis != nil {
+			served.Go(func() { serveMetrics(metricsCtx, mlis, n, log) })
+			where = ", metrics on " + mlis.Addr().String()
+		}
+		fmt.Fprintf(stdout, "homelock node %s: peers on %s, gossip on %s, client API on %s%s\n", *id, n.GRPCAddr(), n.GossipAddr(), lis.Addr(), where)
 	}
-	fmt.Fprintf(stdout, "homelock node %s: peers on %s, gossip on %s, client API on %s%s\n", *id, n.GRPCAddr(), n.GossipAddr(), lis.Addr(), where)
-
+	n, err := homelock.Open(ctx, cfg)
+	if err != nil {
+		if started {
+			close(stopHealth)
+			srv.Stop()
+			stopMetrics()
+			served.Wait()
+		}
+		fmt.Fprintf(stderr, "homelock node: %v\n", err)
+		return 1
+	}
 	<-ctx.Done()
 	log.Info("shutting down")
 	close(stopHealth)
@@ -208,6 +237,27 @@ Flags:
 		return 1
 	}
 	return 0
+}
+
+// parseInitial splits --initial into node IDs and the gossip addresses of
+// the other members (ID=ADDR; a plain ID has none).
+func parseInitial(items []string, self string) (ids, seeds []string, err error) {
+	for _, it := range items {
+		id, addr, hasAddr := strings.Cut(it, "=")
+		if id == "" || (hasAddr && addr == "") {
+			return nil, nil, fmt.Errorf("%q: want ID or ID=HOST:PORT", it)
+		}
+		if hasAddr {
+			if _, _, err := net.SplitHostPort(addr); err != nil {
+				return nil, nil, fmt.Errorf("%q: %v", it, err)
+			}
+			if id != self {
+				seeds = append(seeds, addr)
+			}
+		}
+		ids = append(ids, id)
+	}
+	return ids, seeds, nil
 }
 
 // parseKey accepts a raw key of 16, 24 or 32 bytes or its hex form.

@@ -63,8 +63,12 @@ func printReport(w io.Writer, r clientapi.Report) {
 	if !s.Available {
 		avail = "no: " + s.Reason
 	}
-	fmt.Fprintf(w, "node %s (store %s, incarnation %d, protocol v%d)\nepoch %d, liveness %v, cluster locks available: %s\n\n",
+	fmt.Fprintf(w, "node %s (store %s, incarnation %d, protocol v%d)\nepoch %d, liveness %v, cluster locks available: %s\n",
 		s.NodeID, s.StoreID, s.Incarnation, s.ProtocolVersion, s.Epoch, time.Duration(s.LiveForMS)*time.Millisecond, avail)
+	if s.Phase != "" && s.Phase != "member" {
+		fmt.Fprintf(w, "membership: %s\n", s.Phase)
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEMBER\tSTORE\tADDRESS\tVERSION\tLIVENESS\t")
 	for _, m := range s.Members {

@@ -25,6 +25,12 @@
 // Messages a node addresses to itself (it is home for a key it locks) are
 // delivered inside the same step: zero network messages.
 //
+// Membership decisions (members.go) are part of the same pure node: the
+// failure detector's view is an input (Gossip), and Maintain returns in
+// Ready the removals proposed, the joins sent, the memberlist joins to make
+// and the gossip addresses to keep; a Join under a live member's node ID
+// with another store is refused before any machine sees it.
+//
 // Hn names a hazard schedule, the reason for a rule: docs/design.md lists
 // H1–H22 with the rule for each.
 //

@@ -18,6 +18,8 @@ type Config struct {
 	Epoch  epoch.Config
 	Home   home.Config
 	Holder delegation.Config
+	// Members paces failure detection, joins and gossip rejoins.
+	Members MembersConfig
 }
 
 // Outgoing is one message to send, with its resolved destination.
@@ -36,6 +38,19 @@ type Ready struct {
 	Events     []delegation.Event
 	// Undeliverable counts messages dropped for want of an address.
 	Undeliverable int
+	// GossipJoin are gossip addresses the driver should join (memberlist
+	// Join), off its lock: epoch members that do not look alive, or seeds.
+	GossipJoin []string
+	// SaveGossip, when set, is the epoch members' gossip addresses to keep
+	// for the next start (advisory: a lost write costs only seeds).
+	SaveGossip map[msg.NodeID]string
+	// ProposedRemove are the members this step proposed an epoch without
+	// (failure detection), for the driver's log.
+	ProposedRemove []msg.Member
+	// Duplicate: a member refused this node's join because a live node
+	// with another store has its ID (Node.Duplicate says more). The driver
+	// stops the node.
+	Duplicate bool
 }
 
 // HasWrites reports whether Ready carries durable writes.
@@ -61,6 +76,8 @@ type Node struct {
 	// curNumber and curDigest cache the learned epoch's header values.
 	curNumber, curDigest uint64
 
+	mem members
+
 	rd    Ready
 	local []msg.Envelope
 }
@@ -79,11 +96,13 @@ func New(cfg Config, now time.Time, st epoch.State, marker bool) *Node {
 		book:   make(map[msg.NodeID]msg.Member),
 		nudged: make(map[msg.NodeID]time.Time),
 	}
+	n.mem.init(cfg.Members)
 	if st.Learned != nil {
 		n.curNumber, n.curDigest = st.Learned.Epoch.Number, st.Learned.Epoch.Digest()
 		n.noteEpoch(st.Learned.Epoch)
 		n.noteEpoch(st.Learned.Cert.Prev)
 		n.holder.OnEpoch(now, st.Learned.Epoch)
+		n.onLearned()
 	}
 	return n
 }
@@ -119,8 +138,10 @@ func (n *Node) Join(now time.Time, seed msg.Member) Ready {
 	return n.flush(now)
 }
 
-// Leave asks the members to propose an epoch without this node.
+// Leave asks the members to propose an epoch without this node (and stops
+// this node asking to join).
 func (n *Node) Leave(now time.Time) Ready {
+	n.Leaving()
 	if l, _, ok := n.ep.Current(); ok {
 		for _, m := range l.Epoch.Members {
 			if m.ID != n.cfg.Self.ID {

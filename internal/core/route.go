@@ -21,7 +21,19 @@ func (n *Node) receive(now time.Time, env msg.Envelope) {
 	if env.Body == nil || (env.FromInc < n.minInc[env.From.ID] && !n.cfg.Holder.Mutations.KeepOldIncReplies) {
 		return
 	}
-	if env.From.Addr != "" {
+	switch b := env.Body.(type) {
+	case msg.Join:
+		if n.duplicateJoin(b.Member) != "" {
+			n.refuseDuplicate(env)
+			return
+		}
+	case msg.Refused:
+		if b.Reason == msg.RefusedDuplicateID {
+			n.onDuplicateRefusal(env)
+			return
+		}
+	}
+	if env.From.Addr != "" && !n.impostor(env.From) {
 		n.book[env.From.ID] = env.From
 	}
 	kind := env.Body.Kind()
@@ -133,7 +145,20 @@ func (n *Node) absorbEpoch(now time.Time, o epoch.Output) {
 	if o.NewEpoch && o.Learned != nil {
 		n.home.OnEpoch(now, *o.Learned)
 		n.holder.OnEpoch(now, o.Learned.Epoch)
+		n.onLearned()
 	}
+}
+
+// impostor reports whether from claims the node ID of a member of the
+// current epoch with another store that looks alive: its address must not
+// replace the member's in the book (messages to the member would go to it).
+func (n *Node) impostor(from msg.Member) bool {
+	l, _, ok := n.ep.Current()
+	if !ok {
+		return false
+	}
+	cur, in := l.Epoch.Member(from.ID)
+	return in && cur.Store != from.Store && (cur.Same(n.cfg.Self) || n.mem.alive(cur))
 }
 
 func (n *Node) push(env msg.Envelope) { n.local = append(n.local, env) }

@@ -291,7 +291,7 @@ func (c *checker) renewalResult(r msg.RenewalResult) msg.RenewalResult {
 }
 
 func (c *checker) refuseReason(r msg.RefuseReason) msg.RefuseReason {
-	if r < msg.RefusedNotMember || r > msg.RefusedBadRequest {
+	if r < msg.RefusedNotMember || r > msg.RefusedDuplicateID {
 		c.fail(ErrBadEnum, "refusal reason %d", r)
 	}
 	return r

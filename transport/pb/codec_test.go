@@ -123,7 +123,7 @@ func TestDecodeRefusesBadEnums(t *testing.T) {
 		{Body: &Envelope_RenewalAnswer{RenewalAnswer: &RenewalAnswer{Result: 99}}},
 		{Body: &Envelope_RenewalAnswer{RenewalAnswer: &RenewalAnswer{Result: -1}}},
 		{Body: &Envelope_RenewalAnswer{RenewalAnswer: &RenewalAnswer{}}},
-		{Body: &Envelope_Refused{Refused: &Refused{Reason: 5}}},
+		{Body: &Envelope_Refused{Refused: &Refused{Reason: 6}}},
 		{Body: &Envelope_Refused{Refused: &Refused{Reason: 256 + 1}}},
 	} {
 		_, err := Decode(encodeProto(t, p))

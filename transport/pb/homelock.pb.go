@@ -98,6 +98,7 @@ const (
 	RefuseReason_REFUSE_REASON_VERSION              RefuseReason = 2
 	RefuseReason_REFUSE_REASON_TOO_MANY_DELEGATIONS RefuseReason = 3
 	RefuseReason_REFUSE_REASON_BAD_REQUEST          RefuseReason = 4
+	RefuseReason_REFUSE_REASON_DUPLICATE_ID         RefuseReason = 5
 )
 
 // Enum value maps for RefuseReason.
@@ -108,6 +109,7 @@ var (
 		2: "REFUSE_REASON_VERSION",
 		3: "REFUSE_REASON_TOO_MANY_DELEGATIONS",
 		4: "REFUSE_REASON_BAD_REQUEST",
+		5: "REFUSE_REASON_DUPLICATE_ID",
 	}
 	RefuseReason_value = map[string]int32{
 		"REFUSE_REASON_UNSPECIFIED":          0,
@@ -115,6 +117,7 @@ var (
 		"REFUSE_REASON_VERSION":              2,
 		"REFUSE_REASON_TOO_MANY_DELEGATIONS": 3,
 		"REFUSE_REASON_BAD_REQUEST":          4,
+		"REFUSE_REASON_DUPLICATE_ID":         5,
 	}
 )
 
@@ -2907,13 +2910,14 @@ const file_homelock_proto_rawDesc = "" +
 	"\x1eRENEWAL_RESULT_PROMISED_HIGHER\x10\x02\x12\x1e\n" +
 	"\x1aRENEWAL_RESULT_NEWER_EPOCH\x10\x03\x12\x1d\n" +
 	"\x19RENEWAL_RESULT_NOT_MEMBER\x10\x04\x12 \n" +
-	"\x1cRENEWAL_RESULT_UNKNOWN_EPOCH\x10\x05*\xad\x01\n" +
+	"\x1cRENEWAL_RESULT_UNKNOWN_EPOCH\x10\x05*\xcd\x01\n" +
 	"\fRefuseReason\x12\x1d\n" +
 	"\x19REFUSE_REASON_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18REFUSE_REASON_NOT_MEMBER\x10\x01\x12\x19\n" +
 	"\x15REFUSE_REASON_VERSION\x10\x02\x12&\n" +
 	"\"REFUSE_REASON_TOO_MANY_DELEGATIONS\x10\x03\x12\x1d\n" +
-	"\x19REFUSE_REASON_BAD_REQUEST\x10\x04*q\n" +
+	"\x19REFUSE_REASON_BAD_REQUEST\x10\x04\x12\x1e\n" +
+	"\x1aREFUSE_REASON_DUPLICATE_ID\x10\x05*q\n" +
 	"\n" +
 	"WaitReason\x12\x1b\n" +
 	"\x17WAIT_REASON_UNSPECIFIED\x10\x00\x12\x16\n" +

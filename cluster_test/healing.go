@@ -1,0 +1,117 @@
+package clustertest
+
+import (
+	"fmt"
+	"time"
+)
+
+// The healing checks: after the last fault, membership must come back by
+// itself, run by the production decisions (core members.go):
+//   - H1 healing: within healBound of the heal, every node is a member of
+//     one agreed epoch, can lock (member as it runs, versions agree) and
+//     holds epoch liveness;
+//   - H2 bounded epochs: the epochs learned over the run are at most one
+//     (the bootstrap) plus the sum of each fault's budget (budget), which is
+//     2 for a fault that can make one node look down (its removal and its
+//     join), 1 for a new node, 4 for a forced duel of two removals.
+//
+// Mutation runs skip them: they switch safety rules off, and a check of
+// liveness would catch every mutation for the wrong reason.
+const (
+	invHealing       = "H1 membership heals"
+	invEpochsBounded = "H2 epochs per fault bounded"
+)
+
+type healing struct {
+	budget int
+	// from is when the last fault ended: the heal (healedAt), or earlier
+	// when a script says so (faultsOver).
+	from time.Time
+	// at is when every node first stood healed after the heal (zero: not
+	// yet); maxEpoch the highest epoch number any node learned.
+	at       time.Time
+	maxEpoch uint64
+}
+
+func (s *Sim) budget(k int) { s.heal.budget += k }
+
+// faultsOver marks the end of a script's last fault: healing is measured
+// and bounded from now.
+func (s *Sim) faultsOver() {
+	if s.now.Before(s.heal.from) {
+		s.heal.from = s.now
+	}
+}
+
+// healBound: a node removed during the faults is rejoined in gossip within
+// GossipRetryMax of the heal, may wait out its restart gate
+// (EpochLease + Skew), and joins; a member that is down at the heal may
+// first be agreed down (DownAfter plus memberlist's dead detection). Four
+// seconds of slack cover the agreement rounds of several joins at once
+// (each round's backoff grows to 3 × 8 × RetryInterval).
+func (s *Sim) healBound() time.Duration {
+	return s.downAfter + deadAfter + simEpochLease + simSkew + 4*time.Second
+}
+
+// checkHealing runs on every gossip tick after the heal.
+func (s *Sim) checkHealing() {
+	if s.cfg.Mutations.Any() || s.now.Before(s.heal.from) || !s.heal.at.IsZero() {
+		return
+	}
+	if why := s.unhealed(); why == "" {
+		s.heal.at = s.now
+		s.trace("healed after %v", s.now.Sub(s.heal.from))
+		return
+	}
+	if s.now.Sub(s.heal.from) > s.healBound() {
+		s.check.fail(invHealing, "not healed %v after the last fault (bound %v): %s", s.now.Sub(s.heal.from), s.healBound(), s.unhealed())
+	}
+}
+
+// unhealed says why membership is not whole now ("" if it is).
+func (s *Sim) unhealed() string {
+	var number uint64
+	for _, n := range s.nodes {
+		if n.gone {
+			continue
+		}
+		if !n.up() {
+			return fmt.Sprintf("%s is down", n.id)
+		}
+		l, ok := n.core.Current()
+		if !ok {
+			return fmt.Sprintf("%s knows no epoch", n.id)
+		}
+		if number == 0 {
+			number = l.Epoch.Number
+		} else if l.Epoch.Number != number {
+			return fmt.Sprintf("%s is at epoch %d, another node at %d", n.id, l.Epoch.Number, number)
+		}
+		now := n.local(s.now)
+		if ok, why := n.core.Lockable(now); !ok {
+			return fmt.Sprintf("%s: %s", n.id, why)
+		}
+		if !n.core.LiveUntil().After(now) {
+			return fmt.Sprintf("%s holds no epoch liveness", n.id)
+		}
+	}
+	return ""
+}
+
+// noteEpoch records the highest epoch learned (checker.learned's caller).
+func (s *Sim) noteEpochNumber(number uint64) {
+	if number > s.heal.maxEpoch {
+		s.heal.maxEpoch = number
+		if !s.cfg.Mutations.Any() && int(number) > 1+s.heal.budget {
+			s.check.fail(invEpochsBounded, "epoch %d learned; the faults so far allow at most %d", number, 1+s.heal.budget)
+		}
+	}
+}
+
+// finalHealing: the run ended without healing within the bound.
+func (s *Sim) finalHealing() {
+	if s.cfg.Mutations.Any() || !s.heal.at.IsZero() || s.stopped {
+		return
+	}
+	s.check.fail(invHealing, "not healed by the end of the run, %v after the last fault: %s", s.now.Sub(s.heal.from), s.unhealed())
+}

@@ -1,0 +1,294 @@
+package core
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/homelock/homelock/delegation"
+	"github.com/homelock/homelock/epoch"
+	"github.com/homelock/homelock/home"
+	"github.com/homelock/homelock/msg"
+)
+
+const (
+	mDownAfter = 2 * time.Second
+	mJoinEvery = time.Second
+)
+
+var (
+	m1 = msg.Member{ID: "n1", Store: 11, Addr: "g1", Version: 1}
+	m2 = msg.Member{ID: "n2", Store: 22, Addr: "g2", Version: 1}
+	m3 = msg.Member{ID: "n3", Store: 33, Addr: "g3", Version: 1}
+)
+
+// memberNode is self restored with epoch 5 of members, as after a restart.
+func memberNode(self msg.Member, rejoinAfter time.Time, members ...msg.Member) *Node {
+	e := msg.Epoch{Number: 5, Members: slices.Clone(members), Caps: msg.Caps{Ring: msg.RingV1}}
+	msg.SortMembers(e.Members)
+	cfg := Config{
+		Self: self, Inc: 2,
+		Epoch: epoch.Config{EpochLease: hEpochLease, MaxDrift: hDrift, RetryInterval: hRetry, PromiseTimeout: hPromise},
+		Home:  home.Config{EpochLease: hEpochLease, Skew: hSkew, MaxLease: hLease, MinUseful: hMinUseful, RetryInterval: hRetry},
+		Holder: delegation.Config{
+			MaxDrift: hDrift, MinUseful: hMinUseful, RetryInterval: hRetry, Lease: hLease,
+		},
+		Members: MembersConfig{
+			DownAfter: mDownAfter, JoinEvery: mJoinEvery, RejoinAfter: rejoinAfter,
+			GossipRetry: time.Second, GossipRetryMax: 4 * time.Second, Seeds: []string{"seed:1"},
+		},
+	}
+	return New(cfg, hBase, epoch.State{Learned: &epoch.Learned{Epoch: e}}, false)
+}
+
+func peer(m msg.Member, st Liveness) GossipPeer {
+	return GossipPeer{Member: m, Gossip: "gossip-" + string(m.ID), State: st}
+}
+
+func self(m msg.Member) GossipPeer {
+	p := peer(m, PeerAlive)
+	p.Local = true
+	return p
+}
+
+// removals runs Maintain every 100ms from hBase+from for d with view and
+// returns the members proposed for removal and the Prepares sent.
+func removals(n *Node, from, d time.Duration, view []GossipPeer) (proposed []msg.NodeID, prepares int) {
+	for t := from; t <= from+d; t += 100 * time.Millisecond {
+		now := hBase.Add(t)
+		n.Gossip(now, view)
+		rd := n.Maintain(now)
+		for _, m := range rd.ProposedRemove {
+			proposed = append(proposed, m.ID)
+		}
+		for _, o := range rd.Msgs {
+			if o.Env.Body.Kind() == msg.KindPrepare {
+				prepares++
+			}
+		}
+	}
+	return proposed, prepares
+}
+
+func TestDetectDown(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		view []GossipPeer
+		d    time.Duration
+		want []msg.NodeID
+	}{
+		{"heard no gossip since start: the others are absent, not down", []GossipPeer{self(m1)}, 10 * time.Second, nil},
+		{"minority view: n2 and n3 dead", []GossipPeer{self(m1), peer(m2, PeerDead), peer(m3, PeerDead)}, 10 * time.Second, nil},
+		{"majority view, n3 dead for DownAfter", []GossipPeer{self(m1), peer(m2, PeerAlive), peer(m3, PeerDead)}, mDownAfter + 200*time.Millisecond, []msg.NodeID{"n3"}},
+		{"majority view, n3 absent for DownAfter", []GossipPeer{self(m1), peer(m2, PeerAlive)}, mDownAfter + 200*time.Millisecond, []msg.NodeID{"n3"}},
+		{"majority view, n3 dead for less than DownAfter", []GossipPeer{self(m1), peer(m2, PeerAlive), peer(m3, PeerDead)}, mDownAfter - 200*time.Millisecond, nil},
+		{"suspect is not down", []GossipPeer{self(m1), peer(m2, PeerAlive), peer(m3, PeerSuspect)}, 10 * time.Second, nil},
+		{"another store under n3's ID does not keep n3 up", []GossipPeer{self(m1), peer(m2, PeerAlive), peer(msg.Member{ID: "n3", Store: 99}, PeerAlive)}, mDownAfter + 200*time.Millisecond, []msg.NodeID{"n3"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := memberNode(m1, time.Time{}, m1, m2, m3)
+			got, _ := removals(n, 0, tc.d, tc.view)
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("proposed removals %v, want %v (once each)", got, tc.want)
+			}
+		})
+	}
+}
+
+// The DownAfter clock restarts when the live majority is lost, and a member
+// that comes back before its removal is agreed has the wish withdrawn.
+func TestDetectDownClockAndWithdraw(t *testing.T) {
+	n := memberNode(m1, time.Time{}, m1, m2, m3)
+	majority := []GossipPeer{self(m1), peer(m2, PeerAlive), peer(m3, PeerDead)}
+	minority := []GossipPeer{self(m1), peer(m2, PeerDead), peer(m3, PeerDead)}
+	if got, _ := removals(n, 0, time.Second, majority); got != nil {
+		t.Fatalf("proposed %v within DownAfter", got)
+	}
+	if got, _ := removals(n, 1100*time.Millisecond, time.Second, minority); got != nil {
+		t.Fatalf("proposed %v without a live majority", got)
+	}
+	// The clock starts again: DownAfter more of a majority view.
+	if got, _ := removals(n, 2200*time.Millisecond, mDownAfter-300*time.Millisecond, majority); got != nil {
+		t.Fatalf("proposed %v before DownAfter of a majority view", got)
+	}
+	got, prepares := removals(n, 2200*time.Millisecond+mDownAfter, 300*time.Millisecond, majority)
+	if !slices.Equal(got, []msg.NodeID{"n3"}) || prepares == 0 {
+		t.Fatalf("proposed %v with %d prepares, want n3 once", got, prepares)
+	}
+	all := []GossipPeer{self(m1), peer(m2, PeerAlive), peer(m3, PeerAlive)}
+	removals(n, 5*time.Second, 100*time.Millisecond, all)
+	if n.Withdrawn() != 1 {
+		t.Fatalf("withdrawn %d, want 1: n3 came back before its removal was agreed", n.Withdrawn())
+	}
+}
+
+func TestDuplicateJoin(t *testing.T) {
+	impostor := msg.Member{ID: "n3", Store: 77, Addr: "elsewhere", Version: 1}
+	for _, tc := range []struct {
+		name    string
+		view    []GossipPeer
+		refused bool
+	}{
+		{"old store alive", []GossipPeer{self(m1), peer(m2, PeerAlive), peer(m3, PeerAlive)}, true},
+		{"old store suspect", []GossipPeer{self(m1), peer(m2, PeerAlive), peer(m3, PeerSuspect)}, true},
+		{"old store dead (a wiped disk, H21)", []GossipPeer{self(m1), peer(m2, PeerAlive), peer(m3, PeerDead)}, false},
+		{"old store absent", []GossipPeer{self(m1), peer(m2, PeerAlive)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := memberNode(m1, time.Time{}, m1, m2, m3)
+			n.Gossip(hBase, tc.view)
+			rd := n.Receive(hBase, msg.Envelope{From: impostor, FromInc: 1, To: "n1", Version: 1, Body: msg.Join{Member: impostor}})
+			refusals, prepares := 0, 0
+			for _, o := range rd.Msgs {
+				switch b := o.Env.Body.(type) {
+				case msg.Refused:
+					if b.Reason == msg.RefusedDuplicateID && o.To == impostor {
+						refusals++
+					}
+				case msg.Prepare:
+					prepares++
+				}
+			}
+			if tc.refused != (refusals == 1) || tc.refused == (prepares > 0) {
+				t.Fatalf("refusals %d, prepares %d; want refused=%v", refusals, prepares, tc.refused)
+			}
+			if got, _ := n.Book("n3"); tc.refused && got != m3 {
+				t.Fatalf("the impostor's address replaced the member's: %+v", got)
+			}
+		})
+	}
+}
+
+// The impostor's side: a refusal stops its joins and says why.
+func TestDuplicateRefusalStopsJoining(t *testing.T) {
+	imp := msg.Member{ID: "n1", Store: 99, Addr: "x", Version: 1}
+	n := memberNode(imp, time.Time{}, m1, m2, m3) // its epoch holds n1 with another store
+	n.WantJoin()
+	n.Gossip(hBase, []GossipPeer{self(imp), peer(m2, PeerAlive)})
+	rd := n.Maintain(hBase)
+	if !slices.ContainsFunc(rd.Msgs, func(o Outgoing) bool { return o.Env.Body.Kind() == msg.KindJoin }) {
+		t.Fatalf("no Join sent: %+v", rd.Msgs)
+	}
+	rd = n.Receive(hBase, msg.Envelope{From: m2, FromInc: 1, To: "n1", Version: 1, Epoch: 5, Body: msg.Refused{Reason: msg.RefusedDuplicateID}})
+	if !rd.Duplicate || n.Duplicate() == "" || n.Phase(hBase) != PhaseDuplicate {
+		t.Fatalf("refusal not taken: ready %v, duplicate %q, phase %v", rd.Duplicate, n.Duplicate(), n.Phase(hBase))
+	}
+	rd = n.Maintain(hBase.Add(10 * time.Second))
+	if slices.ContainsFunc(rd.Msgs, func(o Outgoing) bool { return o.Env.Body.Kind() == msg.KindJoin }) {
+		t.Fatal("still asking to join after the refusal")
+	}
+}
+
+// Gossip rejoins: every epoch member that does not look alive, with
+// doubling backoff up to the cap; seeds while no other member looks alive.
+func TestGossipJoins(t *testing.T) {
+	n := memberNode(m1, time.Time{}, m1, m2, m3)
+	n.Gossip(hBase, []GossipPeer{self(m1), peer(m2, PeerAlive), peer(m3, PeerAlive)})
+	n.Maintain(hBase) // learns their gossip addresses
+	view := []GossipPeer{self(m1), peer(m2, PeerAlive), peer(m3, PeerDead)}
+	var at []time.Duration
+	for d := time.Duration(0); d <= 20*time.Second; d += 100 * time.Millisecond {
+		now := hBase.Add(d)
+		n.Gossip(now, view)
+		for _, a := range n.Maintain(now).GossipJoin {
+			if a != "gossip-n3" {
+				t.Fatalf("joined %s at %v; only n3 looks down", a, d)
+			}
+			at = append(at, d)
+		}
+	}
+	want := []time.Duration{0, time.Second, 3 * time.Second, 7 * time.Second, 11 * time.Second, 15 * time.Second, 19 * time.Second}
+	if !slices.Equal(at, want) {
+		t.Fatalf("gossip joins to n3 at %v, want %v", at, want)
+	}
+
+	// A restarted node that sees nobody: the kept addresses and the seeds.
+	r := memberNode(m1, time.Time{}, m1, m2, m3)
+	r.mem.gossipAddr["n2"], r.mem.gossipAddr["n3"] = "kept-n2", "kept-n3"
+	r.Gossip(hBase, []GossipPeer{self(m1)})
+	rd := r.Maintain(hBase)
+	slices.Sort(rd.GossipJoin)
+	if !slices.Equal(rd.GossipJoin, []string{"kept-n2", "kept-n3", "seed:1"}) {
+		t.Fatalf("restarted node joins %v", rd.GossipJoin)
+	}
+}
+
+func TestJoinPacingAndPhase(t *testing.T) {
+	gate := hBase.Add(4 * time.Second)
+	// n3 restarted, and the epoch it kept has it with another address.
+	n := memberNode(m3, gate, m1, m2, msg.Member{ID: "n3", Store: 33, Addr: "old", Version: 1})
+	n.Gossip(hBase, []GossipPeer{self(m3), peer(m1, PeerAlive), peer(m2, PeerDead)})
+	if rd := n.Maintain(hBase); !hasKind(rd, msg.KindJoin) {
+		t.Fatal("a node that only needs its entry updated (another address) waited for its restart gate")
+	}
+	// Removed: it waits for its restart gate, then asks a live member only.
+	n = memberNode(m3, gate, m1, m2)
+	view := []GossipPeer{self(m3), peer(m1, PeerAlive), peer(m2, PeerDead)}
+	n.Gossip(hBase, view)
+	if rd := n.Maintain(hBase); hasKind(rd, msg.KindJoin) {
+		t.Fatal("asked to join inside the restart gate")
+	}
+	if d := n.PhaseDetail(hBase.Add(time.Second)); d != "restart gate: 3.0s left before asking to join" {
+		t.Fatalf("phase %q", d)
+	}
+	if ok, why := n.Lockable(hBase); ok || !strings.Contains(why, "restart gate") {
+		t.Fatalf("lockable %v %q", ok, why)
+	}
+	var joins []msg.NodeID
+	for d := 4 * time.Second; d < 7*time.Second; d += 100 * time.Millisecond {
+		n.Gossip(hBase.Add(d), view)
+		for _, o := range n.Maintain(hBase.Add(d)).Msgs {
+			if o.Env.Body.Kind() == msg.KindJoin {
+				joins = append(joins, o.To.ID)
+			}
+		}
+	}
+	if !slices.Equal(joins, []msg.NodeID{"n1", "n1", "n1"}) {
+		t.Fatalf("joins sent to %v, want n1 once per JoinEvery", joins)
+	}
+	if d := n.PhaseDetail(hBase.Add(7 * time.Second)); d != "joining: asked n1" {
+		t.Fatalf("phase %q", d)
+	}
+}
+
+func TestBootstrapWaitsForGossip(t *testing.T) {
+	cfg := memberNode(m1, time.Time{}).cfg
+	n := New(cfg, hBase, epoch.State{}, false)
+	n.StartBootstrap([]msg.NodeID{"n1", "n2", "n3"})
+	n.Gossip(hBase, []GossipPeer{self(m1), peer(m2, PeerAlive)})
+	rd := n.Maintain(hBase)
+	if d := n.PhaseDetail(hBase); d != "bootstrapping: waiting for n3 in gossip" {
+		t.Fatalf("phase %q", d)
+	}
+	if !slices.Contains(rd.GossipJoin, "seed:1") || hasKind(rd, msg.KindPrepare) {
+		t.Fatalf("want seeds joined and no proposal: %+v", rd)
+	}
+	n.Gossip(hBase, []GossipPeer{self(m1), peer(m2, PeerAlive), peer(m3, PeerAlive)})
+	rd = n.Maintain(hBase.Add(time.Second))
+	if !hasKind(rd, msg.KindPrepare) {
+		rd = n.Tick(hBase.Add(time.Second)) // a step learns one epoch: 0 here, the proposal next
+	}
+	if !hasKind(rd, msg.KindPrepare) {
+		t.Fatal("the lowest ID did not propose epoch 1 once every initial member was in gossip")
+	}
+}
+
+func TestHandOffBlocker(t *testing.T) {
+	n := memberNode(m1, time.Time{}, m1, m2, m3)
+	n.Gossip(hBase, []GossipPeer{self(m1), peer(m2, PeerAlive), peer(m3, PeerSuspect)})
+	if why := n.HandOffBlocker(); !strings.Contains(why, "member n3 of epoch 5 does not look alive") {
+		t.Fatalf("blocker %q", why)
+	}
+	n.Gossip(hBase, []GossipPeer{self(m1), peer(m2, PeerAlive), peer(m3, PeerAlive)})
+	if why := n.HandOffBlocker(); why != "" {
+		t.Fatalf("blocker %q", why)
+	}
+	if why := memberNode(m1, time.Time{}, m1).HandOffBlocker(); why != "the only member of epoch 5" {
+		t.Fatalf("blocker %q", why)
+	}
+}
+
+func hasKind(rd Ready, k msg.Kind) bool {
+	return slices.ContainsFunc(rd.Msgs, func(o Outgoing) bool { return o.Env.Body.Kind() == k })
+}
