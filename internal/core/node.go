@@ -18,6 +18,10 @@ type Config struct {
 	Epoch  epoch.Config
 	Home   home.Config
 	Holder delegation.Config
+	// Observe, when set, sees every message the node sends (stamped) and
+	// every message it acts on, in order: a simulator re-derives the
+	// protocol's truth from them instead of trusting the machines' state.
+	Observe func(env msg.Envelope, sent bool)
 }
 
 // Outgoing is one message to send, with its resolved destination.

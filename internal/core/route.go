@@ -26,6 +26,7 @@ func (n *Node) receive(now time.Time, env msg.Envelope) {
 	}
 	kind := env.Body.Kind()
 	if isEpochKind(kind) {
+		n.observe(env, false)
 		n.absorbEpoch(now, n.ep.Step(now, env))
 		n.home.SetLiveness(now, n.ep.LiveUntil())
 		return
@@ -55,6 +56,7 @@ func (n *Node) receive(now time.Time, env msg.Envelope) {
 }
 
 func (n *Node) dispatch(now time.Time, env msg.Envelope) {
+	n.observe(env, false)
 	switch b := env.Body.(type) {
 	case msg.Acquire:
 		n.home.Acquire(now, env, b)
@@ -155,6 +157,7 @@ func (n *Node) flush(now time.Time) Ready {
 		n.local = nil
 		for _, env := range batch {
 			n.stamp(&env)
+			n.observe(env, true)
 			if env.To == n.cfg.Self.ID && hops < maxLocalHops {
 				n.receive(now, env)
 				continue
@@ -170,6 +173,12 @@ func (n *Node) flush(now time.Time) Ready {
 	rd := n.rd
 	n.rd = Ready{}
 	return rd
+}
+
+func (n *Node) observe(env msg.Envelope, sent bool) {
+	if n.cfg.Observe != nil {
+		n.cfg.Observe(env, sent)
+	}
 }
 
 func (n *Node) stamp(env *msg.Envelope) {
