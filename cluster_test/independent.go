@@ -464,7 +464,10 @@ func (c *independent) received(n *simNode, o observed) *deleg {
 	case msg.Acquire:
 		c.acquireReceived(n, o, b)
 	case msg.Withdraw:
-		c.endStreak(p, b.Key, o.env.From.ID)
+		// The home drops the waiter only if it still waits for this request.
+		if h, ok := c.heard[streakKey{p, b.Key, o.env.From.ID}]; ok && h.req == b.Req {
+			c.endStreak(p, b.Key, o.env.From.ID)
+		}
 	}
 	return nil
 }
