@@ -42,7 +42,7 @@ var mutations = map[string]mutationEntry{
 	"Holder.UntaggedHooks":           {pending: "needs a hook that completes after its delegation ended (hazard_h20.txt)"},
 	"Holder.IgnoreVersions":          {broken: []string{invFailClosed, invFailClosedEp}, seeds: 100},
 	"Holder.KeepOldIncReplies":       {pending: "needs a reply from a home's old incarnation delayed past its reclaim (hazard_h1.txt, hazard_h11.txt)"},
-	"Holder.ReclaimLastIncOnly":      {pending: "needs a home restarted twice within one delegation (hazard_h3.txt)"},
+	"Holder.ReclaimLastIncOnly":      {broken: []string{invHomeView, invDelegExclusion}, seeds: 20, schedule: func(seed uint64) SimConfig { return fixedSchedule(seed, twiceRestartedHome) }},
 	"IncarnationNotPersisted":        {broken: []string{invHomeView, invTokenOrder, invExclusion, invDelegExclusion}, seeds: 100},
 	"AcceptorNotPersisted":           {broken: []string{invEpochFork}, seeds: 50, schedule: func(seed uint64) SimConfig { return scripted(seed, forgottenAcceptance, noLearnFromN1ToN2) }},
 	"LearnedNotPersisted":            {broken: []string{invProgress, invTokenOrder, invHomeView}, seeds: 300},
@@ -128,6 +128,17 @@ func TestMutationsAreCaught(t *testing.T) {
 			}
 			t.Fatalf("no violation in %d seeds: the checkers cannot see this rule", budget)
 		})
+	}
+}
+
+// TestTwiceRestartedHomeSchedule: the fixed schedule that exposes a
+// holder answering a reclaim with its last incarnation's delegations only
+// passes with the rule on.
+func TestTwiceRestartedHomeSchedule(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		if r := Run(fixedSchedule(seed, twiceRestartedHome)); r.Failed() {
+			t.Fatal(r.Report())
+		}
 	}
 }
 
