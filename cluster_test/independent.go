@@ -370,10 +370,12 @@ func (c *independent) grantSent(n *simNode, o observed, g msg.Grant) {
 		key: g.Key, token: g.Token, home: c.proc(n), holder: c.proc(to), req: g.Req,
 		homeEnd: c.homeEnd(n, g.Lease), contended: g.Contended,
 	}
-	// Keep only what can still matter: delegations live on either side.
+	// Keep only what can still matter: delegations live on either side, or
+	// whose Grant may still arrive (a home that reclaimed no longer counts
+	// those, but a holder that takes one holds it).
 	list := c.delegs[g.Key][:0]
 	for _, o := range c.delegs[g.Key] {
-		if c.liveAtHome(o) || c.validAtHolder(o) {
+		if c.validAtHolder(o) || (!o.over && c.alive(o.holder) && c.s.now.Before(o.homeEnd)) {
 			list = append(list, o)
 		}
 	}

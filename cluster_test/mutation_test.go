@@ -41,7 +41,7 @@ var mutations = map[string]mutationEntry{
 	"Holder.OwnBarrier":              {pending: "needs a store whose replicas lag, so that barriers differ (hazard_h18.txt)"},
 	"Holder.UntaggedHooks":           {pending: "needs a hook that completes after its delegation ended (hazard_h20.txt)"},
 	"Holder.IgnoreVersions":          {broken: []string{invFailClosed, invFailClosedEp}, seeds: 100},
-	"Holder.KeepOldIncReplies":       {pending: "needs a reply from a home's old incarnation delayed past its reclaim (hazard_h1.txt, hazard_h11.txt)"},
+	"Holder.KeepOldIncReplies":       {broken: []string{invHomeView, invDelegExclusion, invHolderLease}, seeds: 40, schedule: func(seed uint64) SimConfig { return fixedSchedule(seed, lateOldGrant) }},
 	"Holder.ReclaimLastIncOnly":      {broken: []string{invHomeView, invDelegExclusion}, seeds: 20, schedule: func(seed uint64) SimConfig { return fixedSchedule(seed, twiceRestartedHome) }},
 	"IncarnationNotPersisted":        {broken: []string{invHomeView, invTokenOrder, invExclusion, invDelegExclusion}, seeds: 100},
 	"AcceptorNotPersisted":           {broken: []string{invEpochFork}, seeds: 50, schedule: func(seed uint64) SimConfig { return scripted(seed, forgottenAcceptance, noLearnFromN1ToN2) }},
@@ -137,6 +137,16 @@ func TestMutationsAreCaught(t *testing.T) {
 func TestTwiceRestartedHomeSchedule(t *testing.T) {
 	for seed := uint64(1); seed <= 20; seed++ {
 		if r := Run(fixedSchedule(seed, twiceRestartedHome)); r.Failed() {
+			t.Fatal(r.Report())
+		}
+	}
+}
+
+// TestLateOldGrantSchedule: the schedule that delivers an old incarnation's
+// Grant after its successor reclaimed passes with the rule on.
+func TestLateOldGrantSchedule(t *testing.T) {
+	for seed := uint64(1); seed <= 40; seed++ {
+		if r := Run(fixedSchedule(seed, lateOldGrant)); r.Failed() {
 			t.Fatal(r.Report())
 		}
 	}

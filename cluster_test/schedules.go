@@ -68,3 +68,24 @@ func fixedSchedule(seed uint64, script func(*Sim)) SimConfig {
 	cfg.Lockers = 0
 	return cfg
 }
+
+// lateOldGrant is hazard_h1's schedule: n1 grants a key to n2 and crashes
+// while the Grant is slow on the network; its next incarnation reclaims from
+// n2 before the old Grant arrives. n2 must ignore the old incarnation's
+// Grant, which its new incarnation knows nothing of; n3 then asks for the
+// key. Only seeds whose delays hold the Grant past the reclaim expose it.
+func lateOldGrant(s *Sim) {
+	at := simEpochLease + simSkew + 300*time.Millisecond
+	var key string
+	s.After(at, func() {
+		s.net.slow = true
+		key = s.keyHomedAt("n1")
+		s.LockKey("n2", key)
+	})
+	s.After(at+3*time.Millisecond, func() { s.Crash("n1") })
+	s.After(at+6*time.Millisecond, func() { s.Restart("n1") })
+	s.After(at+200*time.Millisecond, func() {
+		s.net.slow = false
+		s.LockKey("n3", key)
+	})
+}
