@@ -30,7 +30,7 @@ var mutations = map[string]mutationEntry{
 	"Home.GrantMovedAtOnce":          {broken: []string{invHomeView, invExclusion, invDelegExclusion}, seeds: 50},
 	"Home.NoGateCarry":               {broken: []string{invHomeView, invTokenOrder, invDelegExclusion}, seeds: 100},
 	"Home.LIFO":                      {broken: []string{invFIFO, invFIFOReceipt}, seeds: 20},
-	"Home.DrainWhileGated":           {pending: "needs a Drained sent inside the sender's own gate (hazard_h5.txt, hazard_h12.txt)"},
+	"Home.DrainWhileGated":           {broken: []string{invHomeView, invDelegExclusion, invExclusion}, seeds: 1500},
 	"Home.NoRestartGate":             {broken: []string{invHomeView, invTokenOrder, invDelegExclusion}, seeds: 100},
 	"Home.RenewNonMembers":           {broken: []string{invHomeView, invDelegExclusion}, seeds: 800},
 	"Home.WaiveRestartWithoutMarker": {broken: []string{invHomeView, invExclusion, invDelegExclusion}, seeds: 1000},
