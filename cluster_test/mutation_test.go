@@ -2,62 +2,155 @@ package clustertest
 
 import (
 	"flag"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
-
-	"github.com/homelock/homelock/delegation"
-	"github.com/homelock/homelock/home"
 )
 
-var mutationSeeds = flag.Int("sim.mutseeds", 1000, "seeds each mutation may take to be caught")
+var mutationSeeds = flag.Int("sim.mutseeds", 0, "seeds each mutation may take to be caught (0: the budget its entry states)")
 
-// mutations lists the rules whose removal the simulator must notice.
-var mutations = []struct {
-	name string
-	m    Mutations
+// mutationEntry says what the simulator must catch when one switch is on.
+type mutationEntry struct {
+	// broken are the invariants whose violation counts (the first one found).
+	broken []string
+	// seeds is the budget: some seed in 1..seeds must break one of them.
+	seeds int
 	// schedule, when set, is the fixed schedule that exposes the rule; the
 	// seed then varies only delays and the workload.
 	schedule func(seed uint64) SimConfig
-	// budget, when set, replaces -sim.mutseeds.
-	budget int
-}{
-	// A live holder renews its lease (anchored right) whether others wait
-	// or not, so a lease anchored at a late Grant's receipt only matters if
-	// the holder goes silent before its first renewal: rarer than when a
-	// recalled section stopped renewing (caught at seed 1094 when added).
-	{name: "holder anchors its lease at receipt", m: Mutations{Holder: delegation.Mutations{AnchorAtReceipt: true}}, budget: 4000},
-	{name: "incarnation not persisted", m: Mutations{IncarnationNotPersisted: true}},
-	{name: "acceptor does not persist its promise", m: Mutations{AcceptorNotPersisted: true},
-		schedule: func(seed uint64) SimConfig { return scripted(seed, forgottenAcceptance, noLearnFromN1ToN2) }},
-	{name: "new home grants a moved key at once", m: Mutations{Home: home.Mutations{GrantMovedAtOnce: true}}},
-	{name: "gate not carried across quick epochs", m: Mutations{Home: home.Mutations{NoGateCarry: true}}},
-	{name: "home grants out of FIFO order", m: Mutations{Home: home.Mutations{LIFO: true}}},
-	{name: "holder locks in a mixed-version epoch", m: Mutations{Holder: delegation.Mutations{IgnoreVersions: true}}},
-	{name: "home refuses to renew a delegation others wait for", m: Mutations{Home: home.Mutations{NoRenewWhileWaited: true}}},
-	{name: "section on an idle delegation renews only at its lapse", m: Mutations{Holder: delegation.Mutations{RenewAtLapse: true}}},
+	// pending says why no schedule of the simulator reaches the rule yet;
+	// the datadriven hazard script named there is what catches it today.
+	pending string
+}
+
+// mutations has one entry per switch in Mutations (home's and the holder's
+// included), by path. A switch without an entry fails TestEveryMutationListed.
+var mutations = map[string]mutationEntry{
+	"Home.GrantMovedAtOnce":          {broken: []string{invHomeView, invExclusion, invDelegExclusion}, seeds: 50},
+	"Home.NoGateCarry":               {broken: []string{invHomeView, invTokenOrder, invDelegExclusion, invDeadHolder}, seeds: 100},
+	"Home.LIFO":                      {broken: []string{invFIFO, invFIFOReceipt}, seeds: 20},
+	"Home.DrainWhileGated":           {broken: []string{invHomeView, invDelegExclusion, invExclusion}, seeds: 1500},
+	"Home.NoRestartGate":             {broken: []string{invHomeView, invTokenOrder, invDelegExclusion}, seeds: 100},
+	"Home.RenewNonMembers":           {broken: []string{invHomeView, invDelegExclusion, invHolderFirst}, seeds: 800},
+	"Home.WaiveRestartWithoutMarker": {broken: []string{invHomeView, invExclusion, invDelegExclusion}, seeds: 1000},
+	"Home.AcceptStaleDrained":        {pending: "needs a duplicated old Drained after later epochs (hazard_h5_stale.txt)"},
+	"Home.EchoFirstAttempt":          {broken: []string{invEcho}, seeds: 50},
+	"Holder.AnchorAtReceipt":         {broken: []string{invHolderLease}, seeds: 20},
+	"Holder.AdmitRecalledGrant":      {broken: []string{invRecall}, seeds: 20},
+	"Holder.OwnBarrier":              {pending: "needs a store whose replicas lag, so that barriers differ (hazard_h18.txt)"},
+	"Holder.UntaggedHooks":           {pending: "needs a hook that completes after its delegation ended (hazard_h20.txt)"},
+	"Holder.IgnoreVersions":          {broken: []string{invFailClosed, invFailClosedEp}, seeds: 100},
+	"Holder.KeepOldIncReplies":       {broken: []string{invHomeView, invDelegExclusion, invHolderLease}, seeds: 40, schedule: func(seed uint64) SimConfig { return fixedSchedule(seed, lateOldGrant) }},
+	"Holder.ReclaimLastIncOnly":      {broken: []string{invHomeView, invDelegExclusion}, seeds: 20, schedule: func(seed uint64) SimConfig { return fixedSchedule(seed, twiceRestartedHome) }},
+	"IncarnationNotPersisted":        {broken: []string{invHomeView, invTokenOrder, invExclusion, invDelegExclusion}, seeds: 100},
+	"AcceptorNotPersisted":           {broken: []string{invEpochFork}, seeds: 50, schedule: func(seed uint64) SimConfig { return scripted(seed, forgottenAcceptance, noLearnFromN1ToN2) }},
+	"LearnedNotPersisted":            {broken: []string{invProgress, invTokenOrder, invHomeView}, seeds: 300},
+	"Home.NoRenewWhileWaited":        {broken: []string{invHeldAlive, invHandOn}, seeds: 100},
+	"Holder.RenewAtLapse":            {broken: []string{invRenewOnTime, invHeldAlive}, seeds: 100},
+}
+
+// mutationSwitches lists every bool in Mutations (and in the structs within
+// it) by its path, e.g. "Home.LIFO".
+func mutationSwitches() []string {
+	var out []string
+	var walk func(t reflect.Type, prefix string)
+	walk = func(t reflect.Type, prefix string) {
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			switch f.Type.Kind() {
+			case reflect.Bool:
+				out = append(out, prefix+f.Name)
+			case reflect.Struct:
+				walk(f.Type, prefix+f.Name+".")
+			}
+		}
+	}
+	walk(reflect.TypeOf(Mutations{}), "")
+	return out
+}
+
+// withSwitch returns the Mutations with only the switch at path on.
+func withSwitch(path string) Mutations {
+	var m Mutations
+	v := reflect.ValueOf(&m).Elem()
+	for _, name := range strings.Split(path, ".") {
+		v = v.FieldByName(name)
+	}
+	v.SetBool(true)
+	return m
+}
+
+// TestEveryMutationListed: a new switch needs an entry saying what breaks.
+func TestEveryMutationListed(t *testing.T) {
+	switches := mutationSwitches()
+	for _, sw := range switches {
+		if _, ok := mutations[sw]; !ok {
+			t.Errorf("switch %s has no entry in mutations", sw)
+		}
+	}
+	for sw := range mutations {
+		if !slices.Contains(switches, sw) {
+			t.Errorf("entry %s names no switch", sw)
+		}
+	}
 }
 
 // TestMutationsAreCaught shows that the checkers can fail: with each rule
-// switched off, some seed within the budget breaks an invariant.
+// switched off, some seed within the budget breaks the invariant it guards.
 func TestMutationsAreCaught(t *testing.T) {
-	for _, mu := range mutations {
-		t.Run(mu.name, func(t *testing.T) {
-			budget := *mutationSeeds
-			if mu.budget > 0 {
-				budget = mu.budget
+	for _, sw := range mutationSwitches() {
+		mu, ok := mutations[sw]
+		if !ok {
+			continue // TestEveryMutationListed reports it
+		}
+		t.Run(sw, func(t *testing.T) {
+			if mu.pending != "" {
+				t.Skipf("not reached by the simulator yet: %s", mu.pending)
+			}
+			budget := mu.seeds
+			if *mutationSeeds > 0 {
+				budget = *mutationSeeds
 			}
 			for seed := uint64(1); seed <= uint64(budget); seed++ {
 				cfg := DefaultSimConfig(seed)
 				if mu.schedule != nil {
 					cfg = mu.schedule(seed)
 				}
-				cfg.Mutations = mu.m
-				if r := Run(cfg); r.Failed() {
-					t.Logf("caught at seed %d: %s", seed, r.Violations[0])
-					return
+				cfg.Mutations = withSwitch(sw)
+				r := Run(cfg)
+				if !r.Failed() {
+					continue
 				}
+				if v := r.Violations[0]; !slices.Contains(mu.broken, v.Invariant) {
+					t.Fatalf("seed %d broke %q, not one of %q: %s", seed, v.Invariant, mu.broken, v)
+				}
+				t.Logf("caught at seed %d: %s", seed, r.Violations[0])
+				return
 			}
 			t.Fatalf("no violation in %d seeds: the checkers cannot see this rule", budget)
 		})
+	}
+}
+
+// TestTwiceRestartedHomeSchedule: the fixed schedule that exposes a
+// holder answering a reclaim with its last incarnation's delegations only
+// passes with the rule on.
+func TestTwiceRestartedHomeSchedule(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		if r := Run(fixedSchedule(seed, twiceRestartedHome)); r.Failed() {
+			t.Fatal(r.Report())
+		}
+	}
+}
+
+// TestLateOldGrantSchedule: the schedule that delivers an old incarnation's
+// Grant after its successor reclaimed passes with the rule on.
+func TestLateOldGrantSchedule(t *testing.T) {
+	for seed := uint64(1); seed <= 40; seed++ {
+		if r := Run(fixedSchedule(seed, lateOldGrant)); r.Failed() {
+			t.Fatal(r.Report())
+		}
 	}
 }
 

@@ -77,8 +77,9 @@ func (d *disk) state() epoch.State {
 
 func (s *Sim) nodeConfig(n *simNode) core.Config {
 	return core.Config{
-		Self: n.member,
-		Inc:  n.disk.inc,
+		Observe: func(env msg.Envelope, sent bool) { s.indep.observe(n, env, sent) },
+		Self:    n.member,
+		Inc:     n.disk.inc,
 		Epoch: epoch.Config{
 			EpochLease:     simEpochLease,
 			MaxDrift:       simDrift,
@@ -149,6 +150,7 @@ func learnedNumber(l *epoch.Learned) any {
 // apply carries out a Ready: sync writes, send messages, deliver events, and
 // arm the next tick.
 func (n *simNode) apply(s *Sim, rd core.Ready) {
+	s.indep.step(n, rd.Learned, rd.Events)
 	for _, r := range rd.Acceptor {
 		if !s.cfg.Mutations.AcceptorNotPersisted {
 			n.disk.acceptor[r.Instance] = r

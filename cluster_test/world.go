@@ -39,6 +39,7 @@ type Sim struct {
 	nodes []*simNode
 	net   network
 	check *checker
+	indep *independent
 
 	faults   map[string]int
 	nEvents  int
@@ -167,6 +168,7 @@ func newSim(cfg SimConfig) *Sim {
 	s.downAfter = 200*time.Millisecond + time.Duration(s.rng.Int64N(int64(time.Second)))
 	s.version = 1
 	s.check = newChecker(s)
+	s.indep = newIndependent(s)
 	s.net = newNetwork()
 	s.blackout = make(map[int]bool)
 	s.recent = make([]traceRec, 0, recentEvents)

@@ -20,6 +20,10 @@ type Config struct {
 	Holder delegation.Config
 	// Members paces failure detection, joins and gossip rejoins.
 	Members MembersConfig
+	// Observe, when set, sees every message the node sends (stamped) and
+	// every message it acts on, in order: a simulator re-derives the
+	// protocol's truth from them instead of trusting the machines' state.
+	Observe func(env msg.Envelope, sent bool)
 }
 
 // Outgoing is one message to send, with its resolved destination.

@@ -38,6 +38,7 @@ func (n *Node) receive(now time.Time, env msg.Envelope) {
 	}
 	kind := env.Body.Kind()
 	if isEpochKind(kind) {
+		n.observe(env, false)
 		n.absorbEpoch(now, n.ep.Step(now, env))
 		n.home.SetLiveness(now, n.ep.LiveUntil())
 		return
@@ -67,6 +68,7 @@ func (n *Node) receive(now time.Time, env msg.Envelope) {
 }
 
 func (n *Node) dispatch(now time.Time, env msg.Envelope) {
+	n.observe(env, false)
 	switch b := env.Body.(type) {
 	case msg.Acquire:
 		n.home.Acquire(now, env, b)
@@ -180,6 +182,7 @@ func (n *Node) flush(now time.Time) Ready {
 		n.local = nil
 		for _, env := range batch {
 			n.stamp(&env)
+			n.observe(env, true)
 			if env.To == n.cfg.Self.ID && hops < maxLocalHops {
 				n.receive(now, env)
 				continue
@@ -195,6 +198,12 @@ func (n *Node) flush(now time.Time) Ready {
 	rd := n.rd
 	n.rd = Ready{}
 	return rd
+}
+
+func (n *Node) observe(env msg.Envelope, sent bool) {
+	if n.cfg.Observe != nil {
+		n.cfg.Observe(env, sent)
+	}
 }
 
 func (n *Node) stamp(env *msg.Envelope) {
