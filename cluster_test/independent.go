@@ -35,6 +35,9 @@ type independent struct {
 	pending map[int][]observed
 
 	acqSent map[acqKey]time.Time // first true send time of each attempt
+	// asker is the process that sent each request: a Grant is for it, even
+	// when the node has restarted since (its new process refuses it).
+	asker   map[askKey]procKey
 	renSent map[renKey]time.Time
 	delegs  map[string][]*deleg // by key, every delegation still of interest
 	rounds  map[roundKey]*round
@@ -70,6 +73,12 @@ type acqKey struct {
 	key     string
 	req     msg.RequestID
 	attempt uint32
+}
+
+type askKey struct {
+	node int
+	key  string
+	req  msg.RequestID
 }
 
 type renKey struct {
@@ -139,6 +148,7 @@ func newIndependent(s *Sim) *independent {
 		s:       s,
 		pending: make(map[int][]observed),
 		acqSent: make(map[acqKey]time.Time),
+		asker:   make(map[askKey]procKey),
 		renSent: make(map[renKey]time.Time),
 		delegs:  make(map[string][]*deleg),
 		rounds:  make(map[roundKey]*round),
@@ -267,6 +277,7 @@ func (c *independent) sent(n *simNode, o observed) {
 		if _, ok := c.acqSent[k]; !ok {
 			c.acqSent[k] = o.at
 		}
+		c.asker[askKey{n.idx, b.Key, b.Req}] = p
 	case msg.Renew:
 		k := renKey{p, b.Key, b.Token, b.Attempt}
 		if _, ok := c.renSent[k]; !ok {
@@ -366,8 +377,12 @@ func (c *independent) grantSent(n *simNode, o observed, g msg.Grant) {
 		c.fail(invEcho, "%s granted %s %s echoing attempt #%d of %v, but the last it heard was #%d",
 			n.id, g.Key, g.Token, g.Attempt, g.Req, h.attempt)
 	}
+	holder, ok := c.asker[askKey{to.idx, g.Key, g.Req}]
+	if !ok {
+		holder = c.proc(to)
+	}
 	d := &deleg{
-		key: g.Key, token: g.Token, home: c.proc(n), holder: c.proc(to), req: g.Req,
+		key: g.Key, token: g.Token, home: c.proc(n), holder: holder, req: g.Req,
 		homeEnd: c.homeEnd(n, g.Lease), contended: g.Contended,
 	}
 	// Keep only what can still matter: delegations live on either side, or
