@@ -132,6 +132,9 @@ type deleg struct {
 	over bool
 	// unreported: the holder answered its home's Reclaim without it.
 	unreported bool
+	// adoptedBy is the restarted home process that adopted it through a
+	// Reclaim answer, if one did.
+	adoptedBy procKey
 	// Holder side, set once the holder's process accepted it.
 	accepted     bool
 	holderEnd    time.Time // on the holder's clock
@@ -469,7 +472,12 @@ func (c *independent) received(n *simNode, o observed) *deleg {
 			if d == nil || d.holder.node != c.s.nodeByID(o.env.From.ID).idx {
 				continue
 			}
-			d.homeEnd = c.homeEnd(n, h.Remaining)
+			// The first answer this home process adopts sets its view; a
+			// later one (a resent Reclaim answered late) only lengthens it,
+			// as does a renewal it granted meanwhile.
+			if end := c.homeEnd(n, h.Remaining); d.adoptedBy != p || end.After(d.homeEnd) {
+				d.homeEnd, d.adoptedBy = end, p
+			}
 			if c.validAtHolder(d) {
 				if end := c.s.nodes[d.holder.node].trueAt(d.holderEnd); end.After(d.homeEnd) {
 					c.fail(invHolderFirst, "%s adopted %s %s until %v, but its holder may use it until %v",

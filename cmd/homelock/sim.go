@@ -144,6 +144,23 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "  %-18s %d\n", k, faults[k])
 		}
 		if len(failing) > 0 {
+			// Which invariants broke, with the seeds (the first few) that
+			// replay each: a batch run says what to look at, not only the
+			// first failure.
+			bySeed := map[string][]uint64{}
+			var names []string
+			for _, r := range failing {
+				inv := r.Violations[0].Invariant
+				if bySeed[inv] == nil {
+					names = append(names, inv)
+				}
+				bySeed[inv] = append(bySeed[inv], r.Seed)
+			}
+			fmt.Fprintln(stdout, "\nviolations by invariant (first of each seed):")
+			for _, inv := range names {
+				seeds := bySeed[inv]
+				fmt.Fprintf(stdout, "  %-62s %d  seeds %v\n", inv, len(seeds), seeds[:min(len(seeds), 8)])
+			}
 			fmt.Fprint(stdout, "\n", failing[0].Report())
 		}
 	}
