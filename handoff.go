@@ -11,7 +11,7 @@ import (
 // shutdown, as Kafka's controlled.shutdown moves partition leadership away
 // before a broker stops). The members agree an epoch without this node; its
 // home recalls the delegations it granted, and each new home pulls Drained
-// from it with the first Acquire of a moved key (DESIGN "The activation
+// from it with the first Acquire of a moved key (docs/design.md, "The activation
 // gate"), so the keys move without waiting EpochLease + Skew.
 
 // errLastMember: the only member of an epoch cannot leave it.

@@ -13,7 +13,7 @@ import (
 	"github.com/homelock/homelock/msg"
 )
 
-// Invariant names, as DESIGN.md numbers them.
+// Invariant names, as docs/design.md numbers them.
 const (
 	invExclusion    = "I1 exclusion"
 	invTokenOrder   = "I2 tokens increase"

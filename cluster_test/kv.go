@@ -30,14 +30,14 @@ import (
 // ordered by token first. A replica applies a replicated write only if it is
 // newer than what it holds, and applies it through its own Guard, under the
 // writer's signed grant: so a stale holder's late write, whatever its
-// timestamp, never overwrites a newer holder's (DESIGN.md invariant 4), and a
+// timestamp, never overwrites a newer holder's (invariant 4 in docs/design.md), and a
 // replica's Guard knows the highest token any replica accepted for the key once
 // the write reaches it. A local write whose handle is no longer valid, or that
 // the Guard refuses (fence.ErrStaleOwner and kin), is refused with that error
 // and counted as a rejected fenced write (Rejected, and the node's
 // Stats.FencedWrites through Node.CountFencedWrite).
 //
-// Successor freshness (DESIGN.md). BarrierHook, the node's Config.Barrier,
+// Successor freshness (docs/design.md). BarrierHook, the node's Config.Barrier,
 // returns the key's version on this replica once no local write to it is in
 // flight; WaitFreshHook, Config.WaitFresh, waits until this replica holds that
 // version or a newer one. So after a clean handoff the next holder, on any

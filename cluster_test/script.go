@@ -33,7 +33,7 @@ func (s *Sim) Cut(a, b string) {
 	s.net.cut[[2]int{y.idx, x.idx}] = true
 }
 
-// forgottenAcceptance is seed 003's counterexample. n1 proposes an epoch
+// forgottenAcceptance is the forgetful-acceptor counterexample (docs/design.md). n1 proposes an epoch
 // without n3 and gets it chosen through n2's acceptance; n1's Learn never
 // reaches n2, which then crashes and restarts; n3, cut off from n1, proposes
 // an epoch without n1 through n2. An acceptor that persisted its acceptance

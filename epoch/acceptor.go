@@ -13,7 +13,7 @@ import (
 // instance n+1: a node with no durable learned epoch, or whose store is not
 // in it, has no acceptor record it could trust. Every promise and acceptance
 // is returned in Output.Acceptor in the same step as the reply that depends
-// on it, and the driver syncs it first (seed 003: an acceptor that forgot an
+// on it, and the driver syncs it first (docs/design.md: an acceptor that forgot an
 // acceptance lets two epochs live at once, breaking E1).
 
 // acceptorFor reports whether this node accepts for instance i.

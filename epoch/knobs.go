@@ -6,7 +6,7 @@ package epoch
 // this package's tests sets them; production code only reads them.
 var (
 	// testSkipPersistPromise: the acceptor does not return a Prepare's promise
-	// in Output.Acceptor, so a crash forgets it (seed 003).
+	// in Output.Acceptor, so a crash forgets it (the forgetful acceptor, docs/design.md).
 	testSkipPersistPromise bool
 	// testSkipPersistAccept: likewise for an Accept's acceptance.
 	testSkipPersistAccept bool

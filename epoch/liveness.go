@@ -7,7 +7,7 @@ import (
 	"github.com/homelock/homelock/msg"
 )
 
-// Epoch liveness (DESIGN "Epoch liveness", invariant E2: every liveness for
+// Epoch liveness (docs/design.md, "Epoch liveness", invariant E2: every liveness for
 // epoch n ends within EpochLease of the moment anyone learns n+1).
 //
 // Why it is safe: a round grants liveness only with ok answers from a

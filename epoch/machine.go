@@ -71,7 +71,7 @@ type Machine struct {
 
 	// acc holds the acceptor records for instances above learned.Number
 	// (only learned.Number+1 can exist). Invariant: each was returned in
-	// Output.Acceptor in the step that changed it (seed 003).
+	// Output.Acceptor in the step that changed it (the forgetful acceptor, docs/design.md).
 	acc map[uint64]AcceptorRecord
 
 	prop       *proposal

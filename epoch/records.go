@@ -8,7 +8,7 @@ type Epoch = msg.Epoch
 
 // AcceptorRecord is an acceptor's durable state for the instance that chooses
 // epoch Instance. It must be synced before any reply that depends on it leaves
-// (seed 003: a restarted acceptor that forgot an acceptance lets two epochs
+// (docs/design.md: a restarted acceptor that forgot an acceptance lets two epochs
 // live at once).
 type AcceptorRecord struct {
 	Instance uint64

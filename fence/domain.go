@@ -66,7 +66,7 @@ func (g *Guard) Bind(ctx context.Context, resource, domain string, scope Scope) 
 // highest fence. From then on grants from the old domain are ErrForeignDomain
 // and grants from the new one are ErrMigrationPending until one carries a
 // token above the old highest fence: the new domain's order must continue
-// above the old one's (seed 004), and nothing resets the highest value (F1).
+// above the old one's (docs/design.md, "Fencing and the Guard"), and nothing resets the highest value (F1).
 // The new domain's operator makes that hold, for instance by starting its
 // epoch numbers above ResourceInfo.Highest.Epoch.
 func (g *Guard) Migrate(ctx context.Context, resource, from, to string) error {

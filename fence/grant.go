@@ -74,7 +74,7 @@ type Grant struct {
 	// refuses every grant the issuer signed in it.
 	IssuerEpoch uint64
 	// Domain is the lock domain (the cluster ID) whose order Token belongs to.
-	// Tokens from different domains are not comparable (seed 004).
+	// Tokens from different domains are not comparable (docs/design.md, "Fencing and the Guard").
 	Domain string
 	// TTL is the lease the issuer granted. The Guard does not enforce it (it
 	// has no clock shared with the issuer); fencing makes a late writer

@@ -8,7 +8,7 @@ import (
 )
 
 // Writes is everything one protocol step must make durable before its
-// messages leave (DESIGN, practice 1: effects as data). Commit writes it as
+// messages leave (effects as data, as raft's Ready: docs/design.md). Commit writes it as
 // one batch, so a crash keeps all of it or none of it.
 type Writes struct {
 	// Acceptor records replace the stored record for their instance; a later
@@ -21,7 +21,7 @@ type Writes struct {
 	// the acceptor records at or below its number.
 	Learned *epoch.Learned
 	// GatePassed lists epoch numbers whose activation gate has fully passed
-	// (DESIGN "Restart", condition (i)). Each must be at most the learned
+	// (docs/design.md, "Restarts and reclaim", condition (i)). Each must be at most the learned
 	// epoch number: a gate starts when its epoch is learned.
 	GatePassed []uint64
 }

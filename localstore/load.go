@@ -56,7 +56,7 @@ func (s *Store) LoadEpochState() (epoch.State, error) {
 }
 
 // GatePassed reports whether the activation gate of epoch epochNumber was
-// recorded as fully passed (DESIGN "Restart", condition (i)).
+// recorded as fully passed (docs/design.md, "Restarts and reclaim", condition (i)).
 func (s *Store) GatePassed(epochNumber uint64) (bool, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()

@@ -43,7 +43,7 @@ func (c *cluster) reclaim(ctx context.Context, r *Report, round int) error {
 		return err
 	}
 	// Reclaim may skip the restart gate only once the home persisted that
-	// the epoch's own gate had passed (DESIGN "Restart"), EpochLease + Skew
+	// the epoch's own gate had passed (docs/design.md, "Restarts and reclaim"), EpochLease + Skew
 	// after it learned the epoch; sooner, the restart would measure the
 	// gate instead. That wait counts from the last restart too, of any
 	// node: a restart of node 2 under EpochLease after node 1's waited out
