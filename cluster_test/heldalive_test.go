@@ -8,76 +8,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/homelock/homelock/fence"
 )
-
-// startNodeProcs starts `homelock node` processes n1..n<size> on loopback,
-// bootstrapped together with the node command's default leases (MaxLease
-// 2s), and waits until each can grant. Cleanup stops them with SIGTERM.
-func startNodeProcs(t *testing.T, bin, dir string, size int) []*hlProc {
-	t.Helper()
-	var ids []string
-	for i := range size {
-		ids = append(ids, fmt.Sprintf("n%d", i+1))
-	}
-	gossip := make([]string, size)
-	for i := range ids {
-		gossip[i] = freeLoopback(t)
-	}
-	procs := make([]*hlProc, size)
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		for _, p := range procs {
-			if p != nil {
-				_ = p.cmd.Process.Signal(syscall.SIGTERM)
-			}
-		}
-		for _, p := range procs {
-			if p == nil {
-				continue
-			}
-			select {
-			case <-p.done:
-			case <-time.After(10 * time.Second):
-				_ = p.cmd.Process.Kill()
-				<-p.done
-			}
-		}
-		wg.Wait()
-	})
-	for i, id := range ids {
-		p := &hlProc{id: id, api: freeLoopback(t), out: &bytes.Buffer{}, done: make(chan error, 1)}
-		var join []string
-		for j, g := range gossip {
-			if j != i {
-				join = append(join, g)
-			}
-		}
-		p.cmd = exec.Command(bin, "node",
-			"--id", id, "--cluster", "heldalive", "--data-dir", filepath.Join(dir, id),
-			"--bootstrap", "--initial", strings.Join(ids, ","),
-			"--grpc-addr", freeLoopback(t), "--gossip-addr", gossip[i], "--api-addr", p.api,
-			"--join", strings.Join(join, ","))
-		p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-		if err := p.cmd.Start(); err != nil {
-			t.Fatalf("start node %s: %v", id, err)
-		}
-		procs[i] = p
-		wg.Go(func() { p.done <- p.cmd.Wait() })
-	}
-	for _, p := range procs {
-		waitFor(t, 30*time.Second, "node "+p.id+" to be available", func() bool {
-			out, err := exec.Command(bin, "status", "--node", p.api).CombinedOutput()
-			return err == nil && bytes.Contains(out, []byte("cluster locks available: yes"))
-		})
-	}
-	return procs
-}
 
 // stamp is a shell command writing the time in nanoseconds to file.
 func stamp(file string) string { return fmt.Sprintf("date +%%s%%N > %q", file) }
@@ -109,7 +44,7 @@ func TestProcessesHeldWhileAlive(t *testing.T) {
 	}
 	dir := t.TempDir()
 	bin := buildHomelock(t, dir)
-	procs := startNodeProcs(t, bin, dir, 3)
+	procs := startProcessCluster(t, bin, dir, "heldalive") // the default leases, as a user runs it
 	lock := func(key string, p *hlProc, script string, extra ...string) *exec.Cmd {
 		args := append([]string{"lock", key, "--node", p.api}, extra...)
 		return exec.Command(bin, append(args, "--", "sh", "-c", script)...)

@@ -37,7 +37,7 @@ func TestProcessesLockCommand(t *testing.T) {
 	}
 	dir := t.TempDir()
 	bin := buildHomelock(t, dir)
-	procs := startProcessCluster(t, bin, dir, "lockcmd")
+	procs := startProcessCluster(t, bin, dir, "lockcmd", shortLeases...)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
 		t.Run("signal/"+sig.String(), func(t *testing.T) { signalledHolder(t, bin, dir, procs, sig) })
 	}

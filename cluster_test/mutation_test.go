@@ -32,7 +32,7 @@ var mutations = map[string]mutationEntry{
 	"Home.LIFO":                      {broken: []string{invFIFO, invFIFOReceipt}, seeds: 20},
 	"Home.DrainWhileGated":           {broken: []string{invHomeView, invDelegExclusion, invExclusion}, seeds: 1500},
 	"Home.NoRestartGate":             {broken: []string{invHomeView, invTokenOrder, invDelegExclusion}, seeds: 100},
-	"Home.RenewNonMembers":           {broken: []string{invHomeView, invDelegExclusion, invHolderFirst}, seeds: 800},
+	"Home.RenewNonMembers":           {pending: "needs a holder removed from the epoch that keeps a section running while its home restarts (hazard_h14.txt); none in 2000 random seeds since held-while-alive"},
 	"Home.WaiveRestartWithoutMarker": {broken: []string{invHomeView, invExclusion, invDelegExclusion}, seeds: 1000},
 	"Home.AcceptStaleDrained":        {pending: "needs a duplicated old Drained after later epochs (hazard_h5_stale.txt)"},
 	"Home.EchoFirstAttempt":          {broken: []string{invEcho}, seeds: 50},

@@ -38,10 +38,14 @@ func buildHomelock(t *testing.T, dir string) string {
 	return bin
 }
 
+// shortLeases makes a process cluster's leases and failure detection quick,
+// for tests that wait them out.
+var shortLeases = []string{"--epoch-lease", "2s", "--max-lease", "800ms", "--down-after", "2s"}
+
 // startProcessCluster starts three `homelock node` processes (n1, n2, n3)
-// on loopback as one cluster and returns once each can grant; cleanup
-// stops them with SIGTERM.
-func startProcessCluster(t *testing.T, bin, dir, cluster string) []*hlProc {
+// on loopback as one cluster, each with flags added, and returns once each
+// can grant; cleanup stops them with SIGTERM.
+func startProcessCluster(t *testing.T, bin, dir, cluster string, flags ...string) []*hlProc {
 	t.Helper()
 	ids := []string{"n1", "n2", "n3"}
 	gossip := make([]string, len(ids))
@@ -77,8 +81,8 @@ func startProcessCluster(t *testing.T, bin, dir, cluster string) []*hlProc {
 			"--id", id, "--cluster", cluster, "--data-dir", filepath.Join(dir, id),
 			"--bootstrap", "--initial", strings.Join(ids, ","),
 			"--grpc-addr", freeLoopback(t), "--gossip-addr", gossip[i], "--api-addr", p.api,
-			"--epoch-lease", "2s", "--max-lease", "800ms", "--down-after", "2s",
 		}
+		args = append(args, flags...)
 		var join []string
 		for j, g := range gossip {
 			if j != i {
@@ -95,7 +99,7 @@ func startProcessCluster(t *testing.T, bin, dir, cluster string) []*hlProc {
 		wg.Go(func() { p.done <- p.cmd.Wait() })
 	}
 	for _, p := range procs {
-		waitFor(t, 20*time.Second, "node "+p.id+" to be available", func() bool {
+		waitFor(t, 30*time.Second, "node "+p.id+" to be available", func() bool {
 			select {
 			case err := <-p.done:
 				p.done <- err
@@ -123,7 +127,7 @@ func TestProcessesLockFile(t *testing.T) {
 	bin := buildHomelock(t, dir)
 	built := time.Since(begin)
 
-	procs := startProcessCluster(t, bin, dir, "proctest")
+	procs := startProcessCluster(t, bin, dir, "proctest", shortLeases...)
 
 	up := time.Since(begin) - built
 	begin = time.Now()
