@@ -31,8 +31,8 @@
 //     waited out by every other node until it starts again;
 //   - L7 once healed, a holder asks to renew a delegation in use at half
 //     its lease, not later.
-//   - H1 membership heals: after the last fault every node is a member of
-//     one agreed epoch, lockable and live, within a stated bound; H2 the
+//   - M1 membership heals: after the last fault every node is a member of
+//     one agreed epoch, lockable and live, within a stated bound; M2 the
 //     epochs learned stay within each fault's budget (healing.go).
 //
 // Membership is decided by the production code (internal/core members.go)

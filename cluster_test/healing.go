@@ -7,10 +7,10 @@ import (
 
 // The healing checks: after the last fault, membership must come back by
 // itself, run by the production decisions (core members.go):
-//   - H1 healing: within healBound of the heal, every node is a member of
+//   - M1 healing: within healBound of the heal, every node is a member of
 //     one agreed epoch, can lock (member as it runs, versions agree) and
 //     holds epoch liveness;
-//   - H2 bounded epochs: the epochs learned over the run are at most one
+//   - M2 bounded epochs: the epochs learned over the run are at most one
 //     (the bootstrap) plus the sum of each fault's budget (budget), which is
 //     2 for a fault that can make one node look down (its removal and its
 //     join), 1 for a new node, 4 for a forced duel of two removals.
@@ -18,8 +18,8 @@ import (
 // Mutation runs skip them: they switch safety rules off, and a check of
 // liveness would catch every mutation for the wrong reason.
 const (
-	invHealing       = "H1 membership heals"
-	invEpochsBounded = "H2 epochs per fault bounded"
+	invHealing       = "M1 membership heals"
+	invEpochsBounded = "M2 epochs per fault bounded"
 )
 
 type healing struct {
