@@ -129,7 +129,7 @@ func (m *Machine) admit(now time.Time, key string, ks *keyState, locker uint64, 
 		wake = end
 	}
 	m.timers.Add(ks, wake)
-	return Event{Kind: Admitted, Key: key, Locker: locker, Token: ks.token.Section(uint64(ks.sections)), Expires: end.Time(), Signed: ks.signed()}
+	return Event{Kind: Admitted, Key: key, Locker: locker, Token: m.dtok(ks).Section(uint64(ks.sections)), Expires: end.Time(), Signed: ks.signed()}
 }
 
 // handleEnd is when the admitted critical section must stop.

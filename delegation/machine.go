@@ -8,8 +8,8 @@ import (
 	"github.com/homelock/homelock/epoch"
 	"github.com/homelock/homelock/fence"
 	"github.com/homelock/homelock/internal/deadline"
+	"github.com/homelock/homelock/internal/intern"
 	"github.com/homelock/homelock/internal/keytab"
-	"github.com/homelock/homelock/internal/peers"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -28,7 +28,7 @@ type Machine struct {
 	// the free slots to reuse.
 	handles     []handle
 	freeHandles []uint32
-	peers       peers.Table
+	origins     intern.Table[origin]
 	stats       Stats
 	out         Output
 }
@@ -151,7 +151,7 @@ func (m *Machine) Holding(key string) (tok fence.Token, expires time.Time, activ
 	if ks == nil || ks.phase != held {
 		return fence.Token{}, time.Time{}, false, false
 	}
-	return ks.tok(), ks.expires.Time(), ks.active != 0, true
+	return m.tok(ks), ks.expires.Time(), ks.active != 0, true
 }
 
 // Lease is the lease of the delegation held for key as last granted or

@@ -6,7 +6,6 @@ import (
 
 	"github.com/homelock/homelock/fence"
 	"github.com/homelock/homelock/internal/deadline"
-	"github.com/homelock/homelock/internal/dtoken"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -15,7 +14,7 @@ import (
 // reply never leaves a second holder (H6).
 func (m *Machine) Grant(now time.Time, env msg.Envelope, g msg.Grant) {
 	ks := m.keys.Get(g.Key)
-	if ks != nil && ks.phase == held && ks.token.Is(g.Token) {
+	if ks != nil && ks.phase == held && m.dtok(ks).Is(g.Token) {
 		return // a duplicate of what we hold
 	}
 	if ks == nil || ks.phase != requested || ks.more().req != g.Req {
@@ -48,8 +47,8 @@ func (m *Machine) Grant(now time.Time, env msg.Envelope, g msg.Grant) {
 		x.target = msg.Member{}
 		ks.set(targetIsIssuer, true)
 	}
-	ks.token, ks.sections = dtoken.Of(g.Token), 0
-	m.setIssuer(ks, env.From, env.FromInc)
+	ks.counter, ks.sections = g.Token.Counter, 0
+	m.setOrigin(ks, g.Token, env.From, env.FromInc)
 	ks.expires, ks.lease = deadline.At(expires), g.Lease
 	ks.grant = nil
 	if g.Barrier != nil || g.Signed != nil {
@@ -118,7 +117,7 @@ func (m *Machine) Refused(now time.Time, env msg.Envelope, r msg.Refused) {
 func (m *Machine) Recall(now time.Time, env msg.Envelope, r msg.Recall) {
 	ks := m.keys.Get(r.Key)
 	switch {
-	case ks != nil && ks.phase == held && ks.token.Is(r.Token):
+	case ks != nil && ks.phase == held && m.dtok(ks).Is(r.Token):
 		// No new critical section on a recalled delegation, except the first:
 		// a holder recalled before it admitted anything (it was waiting for
 		// freshness, or the recall followed the grant at once) admits its
@@ -145,7 +144,7 @@ func (m *Machine) Recall(now time.Time, env msg.Envelope, r msg.Recall) {
 // a refusal counts as a Recall.
 func (m *Machine) RenewReply(now time.Time, r msg.RenewReply) {
 	ks := m.keys.Get(r.Key)
-	if ks == nil || ks.phase != held || !ks.token.Is(r.Token) {
+	if ks == nil || ks.phase != held || !m.dtok(ks).Is(r.Token) {
 		return
 	}
 	if !r.OK {
@@ -165,7 +164,7 @@ func (m *Machine) RenewReply(now time.Time, r msg.RenewReply) {
 		x.renewAt = time.Time{}
 		x.renewals = attemptLog{}
 		if h := m.handle(ks); h != nil {
-			m.event(Event{Kind: Extended, Key: r.Key, Locker: h.locker, Token: ks.token.Section(uint64(ks.sections)), Expires: m.handleEnd(ks)})
+			m.event(Event{Kind: Extended, Key: r.Key, Locker: h.locker, Token: m.dtok(ks).Section(uint64(ks.sections)), Expires: m.handleEnd(ks)})
 		}
 	}
 	m.service(now, r.Key, ks)
@@ -175,7 +174,7 @@ func (m *Machine) RenewReply(now time.Time, r msg.RenewReply) {
 // any other token is dropped (H20); a failed hook sends no Release.
 func (m *Machine) Settled(now time.Time, key string, tok fence.Token, barrier []byte, err error) {
 	ks := m.keys.Get(key)
-	if ks == nil || ks.phase != held || !ks.is(settling) || (!ks.token.Is(tok) && !m.cfg.Mutations.UntaggedHooks) {
+	if ks == nil || ks.phase != held || !ks.is(settling) || (!m.dtok(ks).Is(tok) && !m.cfg.Mutations.UntaggedHooks) {
 		return
 	}
 	if err != nil {
@@ -191,7 +190,7 @@ func (m *Machine) Settled(now time.Time, key string, tok fence.Token, barrier []
 // admit once the store caught up with the inherited barrier.
 func (m *Machine) Fresh(now time.Time, key string, tok fence.Token, err error) {
 	ks := m.keys.Get(key)
-	if ks == nil || ks.phase != held || !ks.token.Is(tok) || !ks.is(freshAsk) {
+	if ks == nil || ks.phase != held || !m.dtok(ks).Is(tok) || !ks.is(freshAsk) {
 		return
 	}
 	ks.set(freshAsk, false)
@@ -225,9 +224,9 @@ func (m *Machine) Reclaim(now time.Time, env msg.Envelope) {
 		// reported again, so answers are idempotent. The home may receive a
 		// repeated Reclaim's answer first (reordered) and must not take an
 		// empty one for the truth (seed 5522 of the simulator).
-		case ks.phase == held && m.issuer(ks).ID == env.From.ID && ks.token.Incarnation < env.FromInc &&
-			(!m.cfg.Mutations.ReclaimLastIncOnly || ks.token.Incarnation+1 == env.FromInc):
-			kept = append(kept, msg.HeldDelegation{Key: key, Token: ks.tok(), Remaining: ks.expires.Time().Sub(now), Barrier: ks.inherited()})
+		case ks.phase == held && m.issuer(ks).ID == env.From.ID && m.dtok(ks).Incarnation < env.FromInc &&
+			(!m.cfg.Mutations.ReclaimLastIncOnly || m.dtok(ks).Incarnation+1 == env.FromInc):
+			kept = append(kept, msg.HeldDelegation{Key: key, Token: m.tok(ks), Remaining: ks.expires.Time().Sub(now), Barrier: ks.inherited()})
 			if m.issuer(ks).Inc < env.FromInc {
 				m.setIssuer(ks, env.From, env.FromInc)
 				if ks.x != nil && ks.x.motion != nil {

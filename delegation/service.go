@@ -6,7 +6,6 @@ import (
 
 	"github.com/homelock/homelock/fence"
 	"github.com/homelock/homelock/internal/deadline"
-	"github.com/homelock/homelock/internal/dtoken"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -18,7 +17,7 @@ func (m *Machine) service(now time.Time, key string, ks *keyState) {
 		m.lose(now, ks, key, "delegation lease expired")
 	}
 	if ks.active != 0 && !now.Before(m.handleEnd(ks)) {
-		m.event(Event{Kind: Revoked, Key: key, Locker: m.handle(ks).locker, Token: ks.tok(), Reason: ReasonLeaseExpired})
+		m.event(Event{Kind: Revoked, Key: key, Locker: m.handle(ks).locker, Token: m.tok(ks), Reason: ReasonLeaseExpired})
 		m.endActive(ks)
 	}
 	m.failOverdue(now, key, ks)
@@ -181,9 +180,9 @@ func (m *Machine) failOverdue(now time.Time, key string, ks *keyState) {
 
 func (m *Machine) heldDetail(ks *keyState) string {
 	if ks.active != 0 {
-		return fmt.Sprintf("queued behind a critical section on this node (delegation %s)", ks.token)
+		return fmt.Sprintf("queued behind a critical section on this node (delegation %s)", m.dtok(ks))
 	}
-	return fmt.Sprintf("delegation %s is held here but closed to new critical sections (recalled or renewing)", ks.token)
+	return fmt.Sprintf("delegation %s is held here but closed to new critical sections (recalled or renewing)", m.dtok(ks))
 }
 
 func (m *Machine) waitDetail(ks *keyState) string {
@@ -241,7 +240,7 @@ func (m *Machine) sendRenew(now time.Time, key string, ks *keyState) {
 	x.renewAt = now.Add(m.cfg.RetryInterval)
 	ks.renews++
 	x.renewals.record(ks.renews, now)
-	m.send(m.issuer(ks).ID, msg.Renew{Key: key, Token: ks.tok(), Attempt: ks.renews, Lease: m.cfg.Lease})
+	m.send(m.issuer(ks).ID, msg.Renew{Key: key, Token: m.tok(ks), Attempt: ks.renews, Lease: m.cfg.Lease})
 }
 
 // drain ends the delegation cleanly: settle the writes admitted under it,
@@ -257,12 +256,12 @@ func (m *Machine) drain(now time.Time, key string, ks *keyState) {
 		barrier = nil // OwnBarrier: the store returns its own (older) position
 	}
 	ks.set(settling, true)
-	m.event(Event{Kind: Settle, Key: key, Token: ks.tok(), Barrier: barrier, Deadline: ks.expires.Time()})
+	m.event(Event{Kind: Settle, Key: key, Token: m.tok(ks), Barrier: barrier, Deadline: ks.expires.Time()})
 }
 
 func (m *Machine) release(now time.Time, key string, ks *keyState, barrier []byte) {
 	m.stats.Releases++
-	m.send(m.issuer(ks).ID, msg.Release{Key: key, Token: ks.tok(), Barrier: barrier})
+	m.send(m.issuer(ks).ID, msg.Release{Key: key, Token: m.tok(ks), Barrier: barrier})
 	m.clearDelegation(ks, barrier, true, now)
 }
 
@@ -270,7 +269,7 @@ func (m *Machine) release(now time.Time, key string, ks *keyState, barrier []byt
 // failure): the home waits it out.
 func (m *Machine) lose(now time.Time, ks *keyState, key string, why string) {
 	if h := m.handle(ks); h != nil {
-		m.event(Event{Kind: Revoked, Key: key, Locker: h.locker, Token: ks.tok(), Reason: ReasonLeaseExpired, Detail: why})
+		m.event(Event{Kind: Revoked, Key: key, Locker: h.locker, Token: m.tok(ks), Reason: ReasonLeaseExpired, Detail: why})
 		m.endActive(ks)
 	}
 	m.clearDelegation(ks, nil, false, now)
@@ -279,16 +278,16 @@ func (m *Machine) lose(now time.Time, ks *keyState, key string, why string) {
 // clearDelegation ends the delegation, remembering its token and how it
 // went back (sent, with barrier) to answer a repeated Recall.
 func (m *Machine) clearDelegation(ks *keyState, barrier []byte, sent bool, now time.Time) {
-	ks.setLast(lastRelease{token: ks.tok(), barrier: barrier, at: deadline.At(now), sent: sent})
+	ks.setLast(lastRelease{token: m.tok(ks), barrier: barrier, at: deadline.At(now), sent: sent})
 	if ks.is(targetIsIssuer) {
 		// Only the target's ID is read from here on (waitDetail).
 		ks.edit().target = msg.Member{ID: m.issuer(ks).ID}
 		ks.set(targetIsIssuer, false)
 	}
 	ks.phase = idle
-	ks.token, ks.sections = dtoken.T{}, 0
-	m.peers.Unref(ks.issuer)
-	ks.issuer = 0
+	ks.counter, ks.sections = 0, 0
+	m.origins.Unref(ks.origin)
+	ks.origin = 0
 	ks.grant = nil
 	ks.set(fresh|freshAsk|settling|admitted|refused, false)
 	ks.left = -1

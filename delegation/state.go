@@ -6,7 +6,7 @@ import (
 	"github.com/homelock/homelock/fence"
 	"github.com/homelock/homelock/internal/deadline"
 	"github.com/homelock/homelock/internal/dtoken"
-	"github.com/homelock/homelock/internal/peers"
+	"github.com/homelock/homelock/internal/intern"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -28,16 +28,18 @@ const (
 type keyState struct {
 	key string
 	// The delegation (phase held), named without a section: its critical
-	// sections are numbered by sections.
-	token   dtoken.T
+	// sections are numbered by sections. Its token is the counter here and
+	// the epoch and incarnation of its origin (see Machine.dtok).
+	counter uint64
 	expires deadline.Instant // on this holder's clock, shortened by drift
 	lease   time.Duration
 	grant   *grantBytes // nil when the grant carried neither
 	x       *keyExtra
 
-	// issuer is the home that granted the delegation, as the incarnation
-	// that issued or (by reclaim) adopted it.
-	issuer peers.ID
+	// origin is the rest of the token and the home that granted the
+	// delegation, shared with the delegations granted alongside (zero when
+	// none is held).
+	origin intern.ID
 	pos    uint32 // place in Machine.timers
 	// renews counts the delegation's renewal attempts; it never restarts
 	// within one delegation, idle periods included, so a delayed reply is
@@ -72,8 +74,32 @@ const (
 	refused
 )
 
+// origin is what the delegations one home incarnation grants (or adopts)
+// in one epoch have in common: a million idle delegations name a handful, so
+// each keeps an intern.ID of a shared one, not 40 bytes of its own.
+type origin struct {
+	epoch, inc uint64 // the token's
+	issuer     issuer
+}
+
+// issuer is the home that granted a delegation, as the incarnation that
+// issued or (by reclaim) adopted it.
+type issuer struct {
+	msg.Member
+	Inc uint64
+}
+
+// dtok is ks's delegation (zero when none is held).
+func (m *Machine) dtok(ks *keyState) dtoken.T {
+	o := m.origins.Get(ks.origin)
+	if o == nil {
+		return dtoken.T{}
+	}
+	return dtoken.T{Epoch: o.epoch, Incarnation: o.inc, Counter: ks.counter}
+}
+
 // tok is the delegation's own token, as messages and hooks carry it.
-func (ks *keyState) tok() fence.Token { return ks.token.Token() }
+func (m *Machine) tok(ks *keyState) fence.Token { return m.dtok(ks).Token() }
 
 func (ks *keyState) is(f keyFlags) bool { return ks.flags&f != 0 }
 
@@ -285,11 +311,21 @@ func (m *Machine) endActive(ks *keyState) {
 
 // issuer is the home that issued (or adopted) ks's delegation; nil when
 // none is held.
-func (m *Machine) issuer(ks *keyState) *peers.Peer { return m.peers.Get(ks.issuer) }
+func (m *Machine) issuer(ks *keyState) *issuer {
+	if o := m.origins.Get(ks.origin); o != nil {
+		return &o.issuer
+	}
+	return nil
+}
 
-// setIssuer records the home that issued (or adopted) ks's delegation.
+// setOrigin records the token (all but its counter, kept in ks) and the
+// home, as incarnation inc, that issued or adopted ks's delegation.
+func (m *Machine) setOrigin(ks *keyState, tok fence.Token, from msg.Member, inc uint64) {
+	ks.origin = m.origins.Swap(ks.origin, origin{epoch: tok.Epoch, inc: tok.Incarnation, issuer: issuer{from, inc}})
+}
+
+// setIssuer records the home that adopted ks's delegation (by reclaim).
 func (m *Machine) setIssuer(ks *keyState, from msg.Member, inc uint64) {
-	old := ks.issuer
-	ks.issuer = m.peers.Ref(from, inc)
-	m.peers.Unref(old)
+	t := m.dtok(ks)
+	m.setOrigin(ks, t.Token(), from, inc)
 }

@@ -98,7 +98,7 @@ func (m *Machine) serve(now time.Time, key string, ke *entry) msg.WaitReason {
 		for _, w := range ws {
 			m.send(w.from.ID, msg.NotHome{Key: key, Req: w.req})
 		}
-		ke.x.waiters = nil
+		ke.ext().waiters = nil
 	}
 	m.answerQueries(now, key, ke)
 
@@ -108,7 +108,7 @@ func (m *Machine) serve(now time.Time, key string, ke *entry) msg.WaitReason {
 		if !ke.is(recalled) && (len(ke.waiters()) > 0 || !home || !m.holderIsMember(ke)) {
 			ke.set(recalled, true)
 			m.stats.Recalls++
-			m.send(m.holder(ke).ID, msg.Recall{Key: key, Token: d.token.Token()})
+			m.send(m.holder(ke).ID, msg.Recall{Key: key, Token: m.dtok(ke).Token()})
 		}
 		m.timers.Add(ke, d.expires)
 		reason = msg.WaitHolder
@@ -132,7 +132,7 @@ func (m *Machine) holderIsMember(ke *entry) bool {
 }
 
 func (m *Machine) dropStaleWaiters(now time.Time, ke *entry) {
-	x := ke.x
+	x := ke.ext()
 	if x == nil || len(x.waiters) == 0 {
 		return
 	}
@@ -194,23 +194,23 @@ func (m *Machine) grant(now time.Time, key string, ke *entry, w *waiter) {
 		lease = left
 	}
 	m.counter++
+	tok := dtoken.T{Epoch: cur.e.Number, Incarnation: m.cfg.Inc, Counter: m.counter}
 	d := delegation{
 		holder:  m.peers.Ref(w.from, w.fromInc),
 		attempt: w.attempt,
-		token:   dtoken.T{Epoch: cur.e.Number, Incarnation: m.cfg.Inc, Counter: m.counter},
 		lease:   lease,
 		expires: deadline.At(now.Add(lease + m.cfg.Skew)),
 	}
 	var signed []byte
 	if m.cfg.Sign != nil {
-		signed = m.cfg.Sign(GrantInfo{Key: key, Holder: w.from, Req: w.req, Token: d.token.Token(), Epoch: cur.e.Number, Lease: lease})
+		signed = m.cfg.Sign(GrantInfo{Key: key, Holder: w.from, Req: w.req, Token: tok.Token(), Epoch: cur.e.Number, Lease: lease})
 	}
-	m.setDeleg(ke, d, w.req, ke.barrier(), signed)
+	m.setDeleg(ke, d, tok, w.req, ke.barrier(), signed)
 	ke.set(contended, len(ke.waiters()) > 0)
-	if ke.x != nil {
+	if x := ke.ext(); x != nil {
 		// Read only while no delegation is live (gc), and set when it ends.
-		ke.x.idleSince = time.Time{}
-		ke.x.waitedSince = w.since
+		x.idleSince = time.Time{}
+		x.waitedSince = w.since
 	}
 	m.live++
 	m.byHold[w.from.ID]++
@@ -225,7 +225,7 @@ func (m *Machine) grant(now time.Time, key string, ke *entry, w *waiter) {
 func (m *Machine) sendGrant(ke *entry) {
 	d := &ke.d
 	m.send(m.holder(ke).ID, msg.Grant{
-		Key: ke.key, Req: m.req(ke), Attempt: d.attempt, Token: d.token.Token(), Lease: d.lease,
+		Key: ke.key, Req: m.req(ke), Attempt: d.attempt, Token: m.dtok(ke).Token(), Lease: d.lease,
 		Barrier: ke.given(), Recalled: ke.is(recalled) && !ke.is(contended), Contended: ke.is(contended), Signed: ke.signed(),
 	})
 }
@@ -233,7 +233,7 @@ func (m *Machine) sendGrant(ke *entry) {
 // Release frees the delegation with exactly this token, from whoever sends it.
 func (m *Machine) Release(now time.Time, r msg.Release) {
 	ke := m.keys.Get(r.Key)
-	if ke == nil || ke.deleg() == nil || !ke.d.token.Is(r.Token) {
+	if ke == nil || ke.deleg() == nil || !m.dtok(ke).Is(r.Token) {
 		return
 	}
 	m.free(now, ke, true, r.Barrier)
@@ -268,7 +268,7 @@ func (m *Machine) Withdraw(now time.Time, env msg.Envelope, w msg.Withdraw) {
 // waiters.
 func (m *Machine) Renew(now time.Time, env msg.Envelope, r msg.Renew) {
 	ke := m.keys.Get(r.Key)
-	if ke == nil || ke.deleg() == nil || !ke.d.token.Is(r.Token) || !m.holder(ke).Same(env.From) {
+	if ke == nil || ke.deleg() == nil || !m.dtok(ke).Is(r.Token) || !m.holder(ke).Same(env.From) {
 		// Not ours (anymore): refuse, so the holder drains rather than trusts it.
 		m.send(env.From.ID, msg.RenewReply{Key: r.Key, Token: r.Token, Attempt: r.Attempt})
 		return

@@ -6,6 +6,7 @@ import (
 	"github.com/homelock/homelock/epoch"
 	"github.com/homelock/homelock/fence"
 	"github.com/homelock/homelock/internal/deadline"
+	"github.com/homelock/homelock/internal/intern"
 	"github.com/homelock/homelock/internal/keytab"
 	"github.com/homelock/homelock/internal/peers"
 	"github.com/homelock/homelock/msg"
@@ -54,6 +55,8 @@ type Machine struct {
 	needLiveness map[string]struct{}
 	// peers are the holders the delegations name.
 	peers peers.Table
+	// mints are the live delegations' tokens but their counters.
+	mints intern.Table[mint]
 
 	stats Stats
 	out   Output
@@ -243,7 +246,7 @@ func (m *Machine) Holding(key string) (fence.Token, msg.NodeID, bool) {
 	if ke == nil || ke.deleg() == nil {
 		return fence.Token{}, "", false
 	}
-	return ke.d.token.Token(), m.holder(ke).ID, true
+	return m.dtok(ke).Token(), m.holder(ke).ID, true
 }
 
 // IsHome reports whether this node is key's home in its current epoch.

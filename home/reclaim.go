@@ -54,7 +54,7 @@ func (m *Machine) ReclaimAnswer(now time.Time, env msg.Envelope, a msg.ReclaimAn
 	delete(m.reclaimWait, env.From.ID)
 	for _, h := range a.Held {
 		ke := m.entry(h.Key)
-		if ke.deleg() != nil && !ke.d.token.Token().Less(h.Token) {
+		if ke.deleg() != nil && !m.dtok(ke).Token().Less(h.Token) {
 			continue
 		}
 		if ke.deleg() == nil {
@@ -62,11 +62,11 @@ func (m *Machine) ReclaimAnswer(now time.Time, env msg.Envelope, a msg.ReclaimAn
 			m.byHold[env.From.ID]++
 		}
 		m.setDeleg(ke, delegation{
-			holder: m.peers.Ref(env.From, env.FromInc), token: dtoken.Of(h.Token), lease: h.Remaining,
+			holder: m.peers.Ref(env.From, env.FromInc), lease: h.Remaining,
 			expires: deadline.At(now.Add(h.Remaining + m.cfg.Skew)),
-		}, msg.RequestID{}, h.Barrier, nil)
-		if ke.x != nil {
-			ke.x.idleSince, ke.x.waitedSince = time.Time{}, time.Time{}
+		}, dtoken.Of(h.Token), msg.RequestID{}, h.Barrier, nil)
+		if x := ke.ext(); x != nil {
+			x.idleSince, x.waitedSince = time.Time{}, time.Time{}
 		}
 		m.stats.Adopted++
 		m.serve(now, h.Key, ke)

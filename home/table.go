@@ -5,6 +5,7 @@ import (
 
 	"github.com/homelock/homelock/internal/deadline"
 	"github.com/homelock/homelock/internal/dtoken"
+	"github.com/homelock/homelock/internal/intern"
 	"github.com/homelock/homelock/internal/peers"
 	"github.com/homelock/homelock/msg"
 )
@@ -13,26 +14,41 @@ import (
 // delegation, waiters, a gate or drain in progress, or a barrier to hand on.
 //
 // A home may keep a million entries for idle delegations, so an entry is
-// what one needs (96 bytes, TestEntrySize); the byte strings and whatever
-// only a contended, moving or freshly freed key needs are behind pointers,
-// nil while all of it is. Readers go through accessors that read a missing
-// part as zero, so dropping it changes nothing.
+// what one needs (80 bytes, TestEntrySize); the byte strings, and behind one
+// more pointer whatever only a contended, moving or freshly freed key needs,
+// are behind a pointer, nil while all of it is. Readers go through accessors
+// that read a missing part as zero, so dropping it changes nothing.
 type entry struct {
 	key string
 	// D1: at most one live delegation per key (d.holder non-zero).
-	d     delegation
-	bytes *entryBytes
-	x     *entryExtra
+	d delegation
+	b *entryBytes
+	// mint is the live delegation's token but its counter (d.counter): the
+	// epoch and incarnation, shared by the delegations granted alongside.
+	mint intern.ID
 	// pos is the key's place in Machine.timers.
 	pos   uint32
 	flags delegFlags // the live delegation's, here to fill the entry's padding
+}
+
+// mint is what the tokens one incarnation grants (or adopts) in one epoch
+// have in common.
+type mint struct{ epoch, inc uint64 }
+
+// dtok is ke's live delegation's token (zero when none is live).
+func (m *Machine) dtok(ke *entry) dtoken.T {
+	t := m.mints.Get(ke.mint)
+	if t == nil {
+		return dtoken.T{}
+	}
+	return dtoken.T{Epoch: t.epoch, Incarnation: t.inc, Counter: ke.d.counter}
 }
 
 // delegation is a live delegation as the home sees it. Its expiry runs on the
 // home's own, longer clock: anchored at the grant (or renewal receipt) and
 // lengthened by Skew, so the holder always expires first.
 type delegation struct {
-	token dtoken.T
+	counter uint64 // the token's; the entry's mint has the rest
 	// reqSeq is the granted request's sequence number; the request's
 	// incarnation is the holder's (see Machine.req).
 	reqSeq  uint64
@@ -83,7 +99,7 @@ func (m *Machine) holder(ke *entry) *peers.Peer { return m.peers.Get(ke.d.holder
 func (m *Machine) req(ke *entry) msg.RequestID {
 	switch {
 	case ke.is(oddReq):
-		return ke.x.oddReq
+		return ke.ext().oddReq
 	case ke.d.reqSeq == 0:
 		return msg.RequestID{}
 	}
@@ -98,13 +114,16 @@ func (m *Machine) setReq(ke *entry, r msg.RequestID) {
 	ke.set(oddReq, odd)
 	if odd {
 		ke.edit().oddReq = r
-	} else if ke.x != nil {
-		ke.x.oddReq = msg.RequestID{}
+	} else if x := ke.ext(); x != nil {
+		x.oddReq = msg.RequestID{}
 	}
 }
 
-// entryBytes are the byte strings an entry keeps, nil when all three are.
-// nil and empty are kept apart, as the messages keep them.
+// entryBytes are the byte strings an entry keeps and the rest of what an idle
+// delegation does not need; the entry keeps none while all of it is nil. In
+// one 80-byte allocation with the byte strings, so a signed grant costs no
+// more than before the rest moved in. nil and empty are kept apart, as the
+// messages keep them.
 type entryBytes struct {
 	// barrier is the newest released (or drained-in) barrier, handed to the
 	// next grant (successor freshness).
@@ -112,39 +131,55 @@ type entryBytes struct {
 	// given is the live delegation's inherited barrier, given with its grant.
 	given  []byte
 	signed []byte // the live delegation's signed grant
+	x      *entryExtra
 }
 
 func (ke *entry) barrier() []byte {
-	if ke.bytes == nil {
+	if ke.b == nil {
 		return nil
 	}
-	return ke.bytes.barrier
+	return ke.b.barrier
 }
 
 func (ke *entry) given() []byte {
-	if ke.bytes == nil {
+	if ke.b == nil {
 		return nil
 	}
-	return ke.bytes.given
+	return ke.b.given
 }
 
 func (ke *entry) signed() []byte {
-	if ke.bytes == nil {
+	if ke.b == nil {
 		return nil
 	}
-	return ke.bytes.signed
+	return ke.b.signed
+}
+
+// ext is ke's extra state, nil when it has none.
+func (ke *entry) ext() *entryExtra {
+	if ke.b == nil {
+		return nil
+	}
+	return ke.b.x
 }
 
 // setBytes replaces the three byte strings.
 func (ke *entry) setBytes(barrier, given, signed []byte) {
-	if barrier == nil && given == nil && signed == nil {
-		ke.bytes = nil
-		return
+	if ke.b == nil {
+		if barrier == nil && given == nil && signed == nil {
+			return
+		}
+		ke.b = new(entryBytes)
 	}
-	if ke.bytes == nil {
-		ke.bytes = new(entryBytes)
+	ke.b.barrier, ke.b.given, ke.b.signed = barrier, given, signed
+	ke.dropEmpty()
+}
+
+// dropEmpty lets go of ke.b once it carries nothing.
+func (ke *entry) dropEmpty() {
+	if b := ke.b; b != nil && b.x == nil && b.barrier == nil && b.given == nil && b.signed == nil {
+		ke.b = nil
 	}
-	*ke.bytes = entryBytes{barrier: barrier, given: given, signed: signed}
 }
 
 // entryExtra is the part of an entry that an idle delegation does not need.
@@ -177,30 +212,35 @@ var noExtra entryExtra
 
 // more returns ke's extra state for reading; all zero when it has none.
 func (ke *entry) more() *entryExtra {
-	if ke.x == nil {
-		return &noExtra
+	if x := ke.ext(); x != nil {
+		return x
 	}
-	return ke.x
+	return &noExtra
 }
 
 // edit returns ke's extra state for writing, making it if need be.
 func (ke *entry) edit() *entryExtra {
-	if ke.x == nil {
-		ke.x = new(entryExtra)
+	if ke.b == nil {
+		ke.b = new(entryBytes)
 	}
-	return ke.x
+	if ke.b.x == nil {
+		ke.b.x = new(entryExtra)
+	}
+	return ke.b.x
 }
 
 // trim drops the extra state once none of it is needed.
 func (ke *entry) trim() {
-	if ke.x == nil {
+	x := ke.ext()
+	if x == nil {
 		return
 	}
-	if len(ke.x.waiters) == 0 {
-		ke.x.waitedSince = time.Time{}
+	if len(x.waiters) == 0 {
+		x.waitedSince = time.Time{}
 	}
-	if ke.x.empty() {
-		ke.x = nil
+	if x.empty() {
+		ke.b.x = nil
+		ke.dropEmpty()
 	}
 }
 
@@ -229,7 +269,7 @@ type pendingQuery struct {
 // removeWaiter drops waiter i, letting go of it (a queue that empties keeps
 // no backing array, which would otherwise pin the last waiter of every key).
 func (ke *entry) removeWaiter(i int) {
-	x := ke.x
+	x := ke.ext()
 	n := copy(x.waiters[i:], x.waiters[i+1:])
 	x.waiters[i+n] = nil
 	x.waiters = x.waiters[:i+n]
@@ -272,7 +312,7 @@ func (m *Machine) free(now time.Time, ke *entry, released bool, barrier []byte) 
 		m.stats.ExpiredHolds++
 	}
 	holder := m.holder(ke).ID
-	m.setDeleg(ke, delegation{}, msg.RequestID{}, nil, nil)
+	m.setDeleg(ke, delegation{}, dtoken.T{}, msg.RequestID{}, nil, nil)
 	ke.setBytes(handOn, nil, nil)
 	ke.edit().idleSince = now
 	m.live--
@@ -281,14 +321,21 @@ func (m *Machine) free(now time.Time, ke *entry, released bool, barrier []byte) 
 	}
 }
 
-// setDeleg replaces key's live delegation with d (no holder: none), which
-// answered request req and was given with barrier given and signed grant
-// signed; the barrier to hand on stays. It is neither recalled nor
-// contended yet.
-func (m *Machine) setDeleg(ke *entry, d delegation, req msg.RequestID, given, signed []byte) {
+// setDeleg replaces key's live delegation with d (no holder: none), of token
+// tok, which answered request req and was given with barrier given and
+// signed grant signed; the barrier to hand on stays. It is neither recalled
+// nor contended yet.
+func (m *Machine) setDeleg(ke *entry, d delegation, tok dtoken.T, req msg.RequestID, given, signed []byte) {
 	old := ke.d.holder
+	d.counter = tok.Counter
 	ke.d = d
 	m.peers.Unref(old)
+	if tok.IsZero() {
+		m.mints.Unref(ke.mint)
+		ke.mint = 0
+	} else {
+		ke.mint = m.mints.Swap(ke.mint, mint{epoch: tok.Epoch, inc: tok.Incarnation})
+	}
 	ke.flags = 0
 	m.setReq(ke, req)
 	ke.setBytes(ke.barrier(), given, signed)
