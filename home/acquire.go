@@ -98,7 +98,7 @@ func (m *Machine) serve(now time.Time, key string, ke *entry) msg.WaitReason {
 		for _, w := range ws {
 			m.send(w.from.ID, msg.NotHome{Key: key, Req: w.req})
 		}
-		ke.ext().waiters = nil
+		ke.x.waiters = nil
 	}
 	m.answerQueries(now, key, ke)
 
@@ -132,7 +132,7 @@ func (m *Machine) holderIsMember(ke *entry) bool {
 }
 
 func (m *Machine) dropStaleWaiters(now time.Time, ke *entry) {
-	x := ke.ext()
+	x := ke.x
 	if x == nil || len(x.waiters) == 0 {
 		return
 	}
@@ -207,10 +207,10 @@ func (m *Machine) grant(now time.Time, key string, ke *entry, w *waiter) {
 	}
 	m.setDeleg(ke, d, tok, w.req, ke.barrier(), signed)
 	ke.set(contended, len(ke.waiters()) > 0)
-	if x := ke.ext(); x != nil {
+	if ke.x != nil {
 		// Read only while no delegation is live (gc), and set when it ends.
-		x.idleSince = time.Time{}
-		x.waitedSince = w.since
+		ke.x.idleSince = time.Time{}
+		ke.x.waitedSince = w.since
 	}
 	m.live++
 	m.byHold[w.from.ID]++

@@ -65,8 +65,8 @@ func (m *Machine) ReclaimAnswer(now time.Time, env msg.Envelope, a msg.ReclaimAn
 			holder: m.peers.Ref(env.From, env.FromInc), lease: h.Remaining,
 			expires: deadline.At(now.Add(h.Remaining + m.cfg.Skew)),
 		}, dtoken.Of(h.Token), msg.RequestID{}, h.Barrier, nil)
-		if x := ke.ext(); x != nil {
-			x.idleSince, x.waitedSince = time.Time{}, time.Time{}
+		if ke.x != nil {
+			ke.x.idleSince, ke.x.waitedSince = time.Time{}, time.Time{}
 		}
 		m.stats.Adopted++
 		m.serve(now, h.Key, ke)

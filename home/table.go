@@ -14,26 +14,32 @@ import (
 // delegation, waiters, a gate or drain in progress, or a barrier to hand on.
 //
 // A home may keep a million entries for idle delegations, so an entry is
-// what one needs (80 bytes, TestEntrySize); the byte strings, and behind one
-// more pointer whatever only a contended, moving or freshly freed key needs,
-// are behind a pointer, nil while all of it is. Readers go through accessors
-// that read a missing part as zero, so dropping it changes nothing.
+// what one needs (80 bytes, TestEntrySize); the byte strings and whatever
+// only a contended, moving or freshly freed key needs are behind pointers,
+// nil while all of it is, and what many delegations share is in their mint.
+// Readers go through accessors that read a missing part as zero, so dropping
+// it changes nothing.
 type entry struct {
 	key string
 	// D1: at most one live delegation per key (d.holder non-zero).
-	d delegation
-	b *entryBytes
-	// mint is the live delegation's token but its counter (d.counter): the
-	// epoch and incarnation, shared by the delegations granted alongside.
-	mint intern.ID
+	d     delegation
+	bytes *entryBytes
+	x     *entryExtra
+	// The live delegation's token is its mint's, with the counter's low 32
+	// bits here (see Machine.dtok).
+	counter uint32
+	mint    intern.ID
 	// pos is the key's place in Machine.timers.
 	pos   uint32
 	flags delegFlags // the live delegation's, here to fill the entry's padding
 }
 
 // mint is what the tokens one incarnation grants (or adopts) in one epoch
-// have in common.
-type mint struct{ epoch, inc uint64 }
+// have in common: all but the low 32 bits of the counter.
+type mint struct {
+	epoch, inc uint64
+	counterHi  uint32
+}
 
 // dtok is ke's live delegation's token (zero when none is live).
 func (m *Machine) dtok(ke *entry) dtoken.T {
@@ -41,14 +47,13 @@ func (m *Machine) dtok(ke *entry) dtoken.T {
 	if t == nil {
 		return dtoken.T{}
 	}
-	return dtoken.T{Epoch: t.epoch, Incarnation: t.inc, Counter: ke.d.counter}
+	return dtoken.T{Epoch: t.epoch, Incarnation: t.inc, Counter: uint64(t.counterHi)<<32 | uint64(ke.counter)}
 }
 
 // delegation is a live delegation as the home sees it. Its expiry runs on the
 // home's own, longer clock: anchored at the grant (or renewal receipt) and
 // lengthened by Skew, so the holder always expires first.
 type delegation struct {
-	counter uint64 // the token's; the entry's mint has the rest
 	// reqSeq is the granted request's sequence number; the request's
 	// incarnation is the holder's (see Machine.req).
 	reqSeq  uint64
@@ -99,7 +104,7 @@ func (m *Machine) holder(ke *entry) *peers.Peer { return m.peers.Get(ke.d.holder
 func (m *Machine) req(ke *entry) msg.RequestID {
 	switch {
 	case ke.is(oddReq):
-		return ke.ext().oddReq
+		return ke.x.oddReq
 	case ke.d.reqSeq == 0:
 		return msg.RequestID{}
 	}
@@ -114,16 +119,13 @@ func (m *Machine) setReq(ke *entry, r msg.RequestID) {
 	ke.set(oddReq, odd)
 	if odd {
 		ke.edit().oddReq = r
-	} else if x := ke.ext(); x != nil {
-		x.oddReq = msg.RequestID{}
+	} else if ke.x != nil {
+		ke.x.oddReq = msg.RequestID{}
 	}
 }
 
-// entryBytes are the byte strings an entry keeps and the rest of what an idle
-// delegation does not need; the entry keeps none while all of it is nil. In
-// one 80-byte allocation with the byte strings, so a signed grant costs no
-// more than before the rest moved in. nil and empty are kept apart, as the
-// messages keep them.
+// entryBytes are the byte strings an entry keeps, nil when all three are.
+// nil and empty are kept apart, as the messages keep them.
 type entryBytes struct {
 	// barrier is the newest released (or drained-in) barrier, handed to the
 	// next grant (successor freshness).
@@ -131,55 +133,39 @@ type entryBytes struct {
 	// given is the live delegation's inherited barrier, given with its grant.
 	given  []byte
 	signed []byte // the live delegation's signed grant
-	x      *entryExtra
 }
 
 func (ke *entry) barrier() []byte {
-	if ke.b == nil {
+	if ke.bytes == nil {
 		return nil
 	}
-	return ke.b.barrier
+	return ke.bytes.barrier
 }
 
 func (ke *entry) given() []byte {
-	if ke.b == nil {
+	if ke.bytes == nil {
 		return nil
 	}
-	return ke.b.given
+	return ke.bytes.given
 }
 
 func (ke *entry) signed() []byte {
-	if ke.b == nil {
+	if ke.bytes == nil {
 		return nil
 	}
-	return ke.b.signed
-}
-
-// ext is ke's extra state, nil when it has none.
-func (ke *entry) ext() *entryExtra {
-	if ke.b == nil {
-		return nil
-	}
-	return ke.b.x
+	return ke.bytes.signed
 }
 
 // setBytes replaces the three byte strings.
 func (ke *entry) setBytes(barrier, given, signed []byte) {
-	if ke.b == nil {
-		if barrier == nil && given == nil && signed == nil {
-			return
-		}
-		ke.b = new(entryBytes)
+	if barrier == nil && given == nil && signed == nil {
+		ke.bytes = nil
+		return
 	}
-	ke.b.barrier, ke.b.given, ke.b.signed = barrier, given, signed
-	ke.dropEmpty()
-}
-
-// dropEmpty lets go of ke.b once it carries nothing.
-func (ke *entry) dropEmpty() {
-	if b := ke.b; b != nil && b.x == nil && b.barrier == nil && b.given == nil && b.signed == nil {
-		ke.b = nil
+	if ke.bytes == nil {
+		ke.bytes = new(entryBytes)
 	}
+	*ke.bytes = entryBytes{barrier: barrier, given: given, signed: signed}
 }
 
 // entryExtra is the part of an entry that an idle delegation does not need.
@@ -212,35 +198,30 @@ var noExtra entryExtra
 
 // more returns ke's extra state for reading; all zero when it has none.
 func (ke *entry) more() *entryExtra {
-	if x := ke.ext(); x != nil {
-		return x
+	if ke.x == nil {
+		return &noExtra
 	}
-	return &noExtra
+	return ke.x
 }
 
 // edit returns ke's extra state for writing, making it if need be.
 func (ke *entry) edit() *entryExtra {
-	if ke.b == nil {
-		ke.b = new(entryBytes)
+	if ke.x == nil {
+		ke.x = new(entryExtra)
 	}
-	if ke.b.x == nil {
-		ke.b.x = new(entryExtra)
-	}
-	return ke.b.x
+	return ke.x
 }
 
 // trim drops the extra state once none of it is needed.
 func (ke *entry) trim() {
-	x := ke.ext()
-	if x == nil {
+	if ke.x == nil {
 		return
 	}
-	if len(x.waiters) == 0 {
-		x.waitedSince = time.Time{}
+	if len(ke.x.waiters) == 0 {
+		ke.x.waitedSince = time.Time{}
 	}
-	if x.empty() {
-		ke.b.x = nil
-		ke.dropEmpty()
+	if ke.x.empty() {
+		ke.x = nil
 	}
 }
 
@@ -269,7 +250,7 @@ type pendingQuery struct {
 // removeWaiter drops waiter i, letting go of it (a queue that empties keeps
 // no backing array, which would otherwise pin the last waiter of every key).
 func (ke *entry) removeWaiter(i int) {
-	x := ke.ext()
+	x := ke.x
 	n := copy(x.waiters[i:], x.waiters[i+1:])
 	x.waiters[i+n] = nil
 	x.waiters = x.waiters[:i+n]
@@ -327,14 +308,14 @@ func (m *Machine) free(now time.Time, ke *entry, released bool, barrier []byte) 
 // nor contended yet.
 func (m *Machine) setDeleg(ke *entry, d delegation, tok dtoken.T, req msg.RequestID, given, signed []byte) {
 	old := ke.d.holder
-	d.counter = tok.Counter
 	ke.d = d
 	m.peers.Unref(old)
 	if tok.IsZero() {
 		m.mints.Unref(ke.mint)
-		ke.mint = 0
+		ke.mint, ke.counter = 0, 0
 	} else {
-		ke.mint = m.mints.Swap(ke.mint, mint{epoch: tok.Epoch, inc: tok.Incarnation})
+		ke.mint = m.mints.Swap(ke.mint, mint{epoch: tok.Epoch, inc: tok.Incarnation, counterHi: uint32(tok.Counter >> 32)})
+		ke.counter = uint32(tok.Counter)
 	}
 	ke.flags = 0
 	m.setReq(ke, req)
