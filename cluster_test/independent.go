@@ -49,6 +49,8 @@ type independent struct {
 	// heard is the request and attempt of the last Acquire a home acted on,
 	// per requester and key.
 	heard map[streakKey]heardAttempt
+	// accepts are the Accepted replies sent (certificates.go).
+	accepts accepts
 }
 
 type heardAttempt struct {
@@ -160,6 +162,7 @@ func newIndependent(s *Sim) *independent {
 		learned: make(map[int]learnedAt),
 		streaks: make(map[streakKey]*streak),
 		heard:   make(map[streakKey]heardAttempt),
+		accepts: make(accepts),
 	}
 }
 
@@ -201,6 +204,9 @@ func (c *independent) step(n *simNode, learned *epoch.Learned, events []delegati
 	}
 	for _, d := range granted {
 		c.accept(n, d)
+	}
+	if learned != nil && !c.s.stopped {
+		c.certified(n, *learned)
 	}
 	for _, e := range events {
 		if c.s.stopped {
@@ -329,6 +335,8 @@ func (c *independent) sent(n *simNode, o observed) {
 		c.endStreak(p, b.Key, o.env.To)
 	case msg.Refused:
 		c.endStreak(p, b.Key, o.env.To)
+	case msg.Accepted:
+		c.accepts.sent(n.id, b)
 	}
 }
 

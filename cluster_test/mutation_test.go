@@ -1,3 +1,5 @@
+//go:build homelock_mutations
+
 package clustertest
 
 import (
@@ -48,6 +50,27 @@ var mutations = map[string]mutationEntry{
 	"LearnedNotPersisted":            {broken: []string{invProgress, invTokenOrder, invHomeView}, seeds: 300},
 	"Home.NoRenewWhileWaited":        {broken: []string{invHeldAlive, invHandOn}, seeds: 100},
 	"Holder.RenewAtLapse":            {broken: []string{invRenewOnTime, invHeldAlive}, seeds: 100},
+
+	// Lease and liveness arithmetic.
+	"Home.GrantPastLiveness":      {broken: []string{invLiveness}, seeds: 20},
+	"Home.GrantExpiryNoSkew":      {broken: []string{invHomeView, invDelegExclusion, invExclusion}, seeds: 20},
+	"Home.RenewPastLiveness":      {broken: []string{invLiveness}, seeds: 60},
+	"Home.RenewExpiryNoSkew":      {broken: []string{invHomeView, invDelegExclusion, invExclusion}, seeds: 40},
+	"Home.ReclaimNoSkew":          {broken: []string{invHomeView, invDelegExclusion}, seeds: 20, schedule: func(seed uint64) SimConfig { return fixedSchedule(seed, pausedAdoptedHolder) }},
+	"Home.RestartGateNoSkew":      {broken: []string{invHomeView, invDelegExclusion}, seeds: 60, schedule: func(seed uint64) SimConfig { return longLeases(seed, pausedHolderAtRestart) }},
+	"Holder.LeaseNoDrift":         {broken: []string{invHolderLease, invHolderFirst, invDelegExclusion}, seeds: 20},
+	"Holder.RenewAnchorAtReceipt": {broken: []string{invHolderLease, invHolderFirst, invDelegExclusion}, seeds: 20},
+	"Epoch.LivenessNoDrift":       {broken: []string{invLiveness}, seeds: 20},
+	"Epoch.LivenessAtAnswer":      {broken: []string{invLiveness}, seeds: 20},
+	// Recall and release handling.
+	"Home.ReleaseAnyToken":      {broken: []string{invHomeView, invDelegExclusion, invExclusion}, seeds: 20},
+	"Holder.IgnoreRecall":       {broken: []string{invRecall}, seeds: 20},
+	"Holder.AdmitAfterRecall":   {broken: []string{invRecall}, seeds: 20},
+	"Holder.IgnoreRenewRefusal": {broken: []string{invRecall}, seeds: 1200},
+	// Agreement.
+	"Epoch.AdoptFirstValue":       {broken: []string{invEpochFork, invCertificate}, seeds: 20, schedule: func(seed uint64) SimConfig { return scripted(seed, lostHigherValue, nil) }},
+	"Epoch.AcceptBelowPromise":    {broken: []string{invEpochFork, invCertificate}, seeds: 100},
+	"Epoch.CountDuplicateAccepts": {broken: []string{invCertificate}, seeds: 30},
 }
 
 // mutationSwitches lists every bool in Mutations (and in the structs within
@@ -130,36 +153,5 @@ func TestMutationsAreCaught(t *testing.T) {
 			}
 			t.Fatalf("no violation in %d seeds: the checkers cannot see this rule", budget)
 		})
-	}
-}
-
-// TestTwiceRestartedHomeSchedule: the fixed schedule that exposes a
-// holder answering a reclaim with its last incarnation's delegations only
-// passes with the rule on.
-func TestTwiceRestartedHomeSchedule(t *testing.T) {
-	for seed := uint64(1); seed <= 20; seed++ {
-		if r := Run(fixedSchedule(seed, twiceRestartedHome)); r.Failed() {
-			t.Fatal(r.Report())
-		}
-	}
-}
-
-// TestLateOldGrantSchedule: the schedule that delivers an old incarnation's
-// Grant after its successor reclaimed passes with the rule on.
-func TestLateOldGrantSchedule(t *testing.T) {
-	for seed := uint64(1); seed <= 40; seed++ {
-		if r := Run(fixedSchedule(seed, lateOldGrant)); r.Failed() {
-			t.Fatal(r.Report())
-		}
-	}
-}
-
-// TestForgottenAcceptanceSchedule: the fixed schedule that exposes a
-// forgetful acceptor passes with durable acceptors.
-func TestForgottenAcceptanceSchedule(t *testing.T) {
-	for seed := uint64(1); seed <= 20; seed++ {
-		if r := Run(scripted(seed, forgottenAcceptance, noLearnFromN1ToN2)); r.Failed() {
-			t.Fatal(r.Report())
-		}
 	}
 }

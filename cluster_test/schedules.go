@@ -89,3 +89,51 @@ func lateOldGrant(s *Sim) {
 		s.LockKey("n3", key)
 	})
 }
+
+// pausedAdoptedHolder: n2 holds an idle delegation of a key homed at n1
+// when n1 restarts (its gate-passed marker written, so a complete reclaim
+// waives the restart gate); n1 adopts the delegation from n2's answer, n2
+// then pauses (it neither renews nor releases) and n3 asks for the key. n1
+// must wait the adopted lease out plus Skew before it grants: n2's clock
+// may run slow.
+func pausedAdoptedHolder(s *Sim) {
+	at := simEpochLease + simSkew + 300*time.Millisecond
+	var key string
+	s.After(at, func() {
+		key = s.keyHomedAt("n1")
+		s.LockKey("n2", key)
+	})
+	s.After(at+50*time.Millisecond, func() { s.Crash("n1") })
+	s.After(at+60*time.Millisecond, func() { s.Restart("n1") })
+	s.After(at+250*time.Millisecond, func() { s.Pause("n2") })
+	s.After(at+300*time.Millisecond, func() { s.LockKey("n3", key) })
+	s.After(at+4*time.Second, func() { s.Resume("n2") })
+}
+
+// pausedHolderAtRestart: with leases as long as the epoch liveness allows,
+// n2 takes a key homed at n1 and pauses inside its section; n1 restarts at
+// once, and its Reclaim waits at the paused n2, so only the restart gate
+// (EpochLease + Skew) keeps n1 from granting the key to n3 while n2's
+// delegation may still be live. Seeds whose grant follows a renewal round
+// closely (its lease reaches nearly EpochLease) expose a gate without Skew.
+func pausedHolderAtRestart(s *Sim) {
+	at := simEpochLease + simSkew + 300*time.Millisecond + time.Duration(s.rng.Int64N(int64(simEpochLease/3)))
+	var key string
+	s.After(at, func() {
+		key = s.keyHomedAt("n1")
+		s.LockKey("n2", key)
+	})
+	s.After(at+15*time.Millisecond, func() { s.Pause("n2") })
+	s.After(at+20*time.Millisecond, func() { s.Crash("n1") })
+	s.After(at+25*time.Millisecond, func() { s.Restart("n1") })
+	s.After(at+100*time.Millisecond, func() { s.LockKey("n3", key) })
+	s.After(at+5*time.Second, func() { s.Resume("n2") })
+}
+
+// longLeases returns the fixed schedule of script with delegation leases
+// just below the epoch lease.
+func longLeases(seed uint64, script func(*Sim)) SimConfig {
+	cfg := fixedSchedule(seed, script)
+	cfg.Lease = simEpochLease - 100*time.Millisecond
+	return cfg
+}

@@ -15,6 +15,14 @@ func (s *Sim) Node(id string) *simNode { return s.nodeByID(msg.NodeID(id)) }
 func (s *Sim) Crash(id string)   { s.crash(s.Node(id)) }
 func (s *Sim) Restart(id string) { s.restart(s.Node(id)) }
 
+// Pause stops node id's process without killing it (a GC pause or a
+// suspended VM): it neither renews nor releases; Resume continues it.
+func (s *Sim) Pause(id string) {
+	s.budget(2) // it may be seen down: its removal, and its join
+	s.pause(s.Node(id))
+}
+func (s *Sim) Resume(id string) { s.resume(s.Node(id)) }
+
 // ProposeRemove has node by propose an epoch without victim.
 func (s *Sim) ProposeRemove(by, victim string) {
 	p, v := s.Node(by), s.Node(victim)
@@ -60,4 +68,39 @@ func scripted(seed uint64, script func(*Sim), filter func(from, to msg.NodeID, e
 	cfg.Nodes = 3
 	cfg.Script, cfg.Filter = script, filter
 	return cfg
+}
+
+// lostHigherValue is the wrong-value-adopted counterexample: n1 proposes an
+// epoch without n3 whose Accept reaches only its own acceptor; cut off, n1
+// cannot hear n2 choose an epoch without n1 through n2 and n3, and no Learn
+// of it leaves n2. Back, n1 retries with a higher ballot and gets promises
+// from itself (reporting its own value, accepted under the lower ballot)
+// and from n3 (reporting n2's chosen value under the higher ballot); n2 only
+// teaches it the epoch, which the filter drops. A proposer that adopts the
+// value of the highest ballot re-proposes n2's epoch; one that adopts the
+// first value reported chooses its own, and epoch 2 forks (E1).
+func lostHigherValue(s *Sim) {
+	phase := 0
+	s.cfg.Filter = func(from, to msg.NodeID, env msg.Envelope) bool {
+		if l, ok := env.Body.(msg.Learn); ok && l.Epoch.Number >= 2 && from == "n2" {
+			return false
+		}
+		switch phase {
+		case 1:
+			_, accept := env.Body.(msg.Accept)
+			return !(accept && from == "n1")
+		case 2:
+			return from != "n1" && to != "n1"
+		}
+		return true
+	}
+	s.After(500*time.Millisecond, func() {
+		phase = 1
+		s.ProposeRemove("n1", "n3")
+	})
+	s.After(510*time.Millisecond, func() {
+		phase = 2
+		s.ProposeRemove("n2", "n1")
+	})
+	s.After(700*time.Millisecond, func() { phase = 3 })
 }

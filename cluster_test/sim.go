@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/homelock/homelock/delegation"
-	"github.com/homelock/homelock/home"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -26,7 +24,10 @@ type SimConfig struct {
 	Lockers int
 	// Versions, when set, gives each initial node its protocol version
 	// (mixed-version schedules); the default is 1 for all.
-	Versions  []uint32
+	Versions []uint32
+	// Lease, when set, replaces simLease as the delegation lease asked for
+	// and the homes' MaxLease (schedules whose leases reach the liveness).
+	Lease     time.Duration
 	Mutations Mutations
 	// Trace keeps every event line (for replay); otherwise only the last ones.
 	Trace bool
@@ -35,21 +36,6 @@ type SimConfig struct {
 	Script func(s *Sim)
 	Filter func(from, to msg.NodeID, env msg.Envelope) bool
 }
-
-// Mutations break one rule each, to show that the checkers catch the break.
-type Mutations struct {
-	Home   home.Mutations
-	Holder delegation.Mutations
-	// IncarnationNotPersisted restarts a node with its old incarnation.
-	IncarnationNotPersisted bool
-	// AcceptorNotPersisted drops acceptor records instead of storing them.
-	AcceptorNotPersisted bool
-	// LearnedNotPersisted drops learned epochs instead of storing them (H10).
-	LearnedNotPersisted bool
-}
-
-// Any reports whether any mutation is on.
-func (m Mutations) Any() bool { return m != Mutations{} }
 
 // DefaultSimConfig is the configuration `go test` and `homelock sim` use.
 func DefaultSimConfig(seed uint64) SimConfig {

@@ -76,6 +76,10 @@ func (d *disk) state() epoch.State {
 }
 
 func (s *Sim) nodeConfig(n *simNode) core.Config {
+	lease := simLease
+	if s.cfg.Lease > 0 {
+		lease = s.cfg.Lease
+	}
 	return core.Config{
 		Observe: func(env msg.Envelope, sent bool) { s.indep.observe(n, env, sent) },
 		Self:    n.member,
@@ -86,11 +90,12 @@ func (s *Sim) nodeConfig(n *simNode) core.Config {
 			RetryInterval:  simRetry,
 			PromiseTimeout: simPromise,
 			Rand:           newRand(s.rng.Uint64()),
+			Mutations:      s.cfg.Mutations.Epoch,
 		},
 		Home: home.Config{
 			EpochLease:    simEpochLease,
 			Skew:          simSkew,
-			MaxLease:      simLease,
+			MaxLease:      lease,
 			MinUseful:     simMinUseful,
 			RetryInterval: simRetry,
 			MaxWaiters:    64,
@@ -100,7 +105,7 @@ func (s *Sim) nodeConfig(n *simNode) core.Config {
 			MaxDrift:      simDrift,
 			MinUseful:     simMinUseful,
 			RetryInterval: simRetry,
-			Lease:         simLease,
+			Lease:         lease,
 			Mutations:     s.cfg.Mutations.Holder,
 		},
 		Members: core.MembersPacing(simRetry, s.downAfter),
@@ -112,7 +117,7 @@ func (s *Sim) nodeConfig(n *simNode) core.Config {
 // epoch's node IDs) or, with no epoch on disk, join through its seeds. The
 // rest is the core's: gossip rejoins, the restart gate, joins.
 func (n *simNode) start(s *Sim, initial []msg.NodeID) {
-	if !s.cfg.Mutations.IncarnationNotPersisted || n.disk.inc == 0 {
+	if !s.cfg.Mutations.incarnationNotPersisted() || n.disk.inc == 0 {
 		n.disk.inc++
 	}
 	n.gen++
@@ -150,13 +155,14 @@ func learnedNumber(l *epoch.Learned) any {
 // apply carries out a Ready: sync writes, send messages, deliver events, and
 // arm the next tick.
 func (n *simNode) apply(s *Sim, rd core.Ready) {
+	s.indep.accepts.synced(n, rd.Acceptor)
 	s.indep.step(n, rd.Learned, rd.Events)
 	for _, r := range rd.Acceptor {
-		if !s.cfg.Mutations.AcceptorNotPersisted {
+		if !s.cfg.Mutations.acceptorNotPersisted() {
 			n.disk.acceptor[r.Instance] = r
 		}
 	}
-	if rd.Learned != nil && !s.cfg.Mutations.LearnedNotPersisted {
+	if rd.Learned != nil && !s.cfg.Mutations.learnedNotPersisted() {
 		l := *rd.Learned
 		n.disk.learned = &l
 		for i := range n.disk.acceptor {

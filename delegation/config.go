@@ -21,36 +21,9 @@ type Config struct {
 	RetryInterval time.Duration
 	// Lease is the delegation lease to ask for.
 	Lease time.Duration
-	// Mutations switch safety rules off in tests; never set outside them.
+	// Mutations switch safety rules off in tests built with the
+	// homelock_mutations tag; in any other build it is empty.
 	Mutations Mutations
-}
-
-// Mutations are test-only switches that break one holder rule each.
-type Mutations struct {
-	// AnchorAtReceipt measures a lease from the Grant's receipt, not from the
-	// send of the attempt it echoes (H6, H22).
-	AnchorAtReceipt bool
-	// AdmitRecalledGrant uses a Grant whose Recall overtook it (H6).
-	AdmitRecalledGrant bool
-	// OwnBarrier settles through the store's barrier hook, without the
-	// inherited barrier, even when nothing was admitted, so the release
-	// carries the store's own (possibly older) position instead of the
-	// inherited one (H18).
-	OwnBarrier bool
-	// UntaggedHooks accepts a hook completion for any token (H20).
-	UntaggedHooks bool
-	// IgnoreVersions admits cluster locks in a mixed-version epoch.
-	IgnoreVersions bool
-	// KeepOldIncReplies makes the driver (core) keep listening to a node's
-	// incarnations below one that reclaimed from us (H1, H11).
-	KeepOldIncReplies bool
-	// RenewAtLapse leaves a section admitted on an idle delegation to the
-	// idle delegation's wake-up (its lapse release, 2 × MinUseful before
-	// the end) for its first renewal, instead of half the lease (L7).
-	RenewAtLapse bool
-	// ReclaimLastIncOnly answers a Reclaim with the delegations of the
-	// reclaiming node's previous incarnation only (H3).
-	ReclaimLastIncOnly bool
 }
 
 // EventKind says what an Event reports.

@@ -125,7 +125,7 @@ func (m *Machine) admit(now time.Time, key string, ks *keyState, locker uint64, 
 	// whichever comes first: it renews from then on. An idle delegation's
 	// wake-up is its lapse release, too late to renew in time (L7).
 	wake := ks.expires.Add(-ks.lease / 2)
-	if end.Before(wake) || (m.cfg.Mutations.RenewAtLapse && !m.needsRenew(now, ks)) {
+	if end.Before(wake) || (m.cfg.Mutations.renewAtLapse() && !m.needsRenew(now, ks)) {
 		wake = end
 	}
 	m.timers.Add(ks, wake)

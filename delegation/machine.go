@@ -54,6 +54,9 @@ func (m *Machine) event(e Event) { m.out.Events = append(m.out.Events, e) }
 
 // shorten applies the drift bound to a lease measured on this clock.
 func (m *Machine) shorten(d time.Duration) time.Duration {
+	if m.cfg.Mutations.leaseNoDrift() {
+		return d
+	}
 	return d - time.Duration(float64(d)*m.cfg.MaxDrift)
 }
 
@@ -64,7 +67,7 @@ func (m *Machine) shorten(d time.Duration) time.Duration {
 func (m *Machine) OnEpoch(now time.Time, e msg.Epoch) {
 	m.ring = epoch.NewRing(e)
 	m.mixed = versionMismatch(e, m.cfg.Self.Version)
-	if m.cfg.Mutations.IgnoreVersions {
+	if m.cfg.Mutations.ignoreVersions() {
 		m.mixed = ""
 	}
 	if m.mixed != "" {

@@ -24,12 +24,12 @@ func (m *Machine) Grant(now time.Time, env msg.Envelope, g msg.Grant) {
 	}
 	x := ks.edit()
 	anchor, ok := x.attempts.sentAt(x.attemptN, g.Attempt)
-	if m.cfg.Mutations.AnchorAtReceipt {
+	if m.cfg.Mutations.anchorAtReceipt() {
 		anchor, ok = now, true
 	}
 	lease := m.shorten(g.Lease)
 	expires := anchor.Add(lease)
-	recalled := g.Recalled || (x.earlyRecall == g.Token && !m.cfg.Mutations.AdmitRecalledGrant)
+	recalled := g.Recalled || (x.earlyRecall == g.Token && !m.cfg.Mutations.admitRecalledGrant())
 	if !ok || recalled || expires.Sub(now) <= m.cfg.MinUseful {
 		// Late, unanchored or recalled before it arrived: use nothing, give it
 		// back, and ask again if lockers still wait.
@@ -118,13 +118,16 @@ func (m *Machine) Recall(now time.Time, env msg.Envelope, r msg.Recall) {
 	ks := m.keys.Get(r.Key)
 	switch {
 	case ks != nil && ks.phase == held && m.dtok(ks).Is(r.Token):
+		if m.cfg.Mutations.ignoreRecall() && ks.active != 0 {
+			return
+		}
 		// No new critical section on a recalled delegation, except the first:
 		// a holder recalled before it admitted anything (it was waiting for
 		// freshness, or the recall followed the grant at once) admits its
 		// head locker once, as under a contended grant. Giving the key back
 		// unused would let a contender lose every turn.
 		ks.left = 0
-		if !ks.is(admitted) && len(ks.queue()) > 0 {
+		if (!ks.is(admitted) || m.cfg.Mutations.admitAfterRecall()) && len(ks.queue()) > 0 {
 			ks.left = 1
 		}
 		m.service(now, r.Key, ks)
@@ -147,6 +150,9 @@ func (m *Machine) RenewReply(now time.Time, r msg.RenewReply) {
 	if ks == nil || ks.phase != held || !m.dtok(ks).Is(r.Token) {
 		return
 	}
+	if !r.OK && m.cfg.Mutations.ignoreRenewRefusal() {
+		return
+	}
 	if !r.OK {
 		ks.left = 0
 		ks.set(refused, true)
@@ -156,6 +162,9 @@ func (m *Machine) RenewReply(now time.Time, r msg.RenewReply) {
 	sent, ok := ks.more().renewals.sentAt(ks.renews, r.Attempt)
 	if !ok {
 		return
+	}
+	if m.cfg.Mutations.renewAnchorAtReceipt() {
+		sent = now
 	}
 	if e := deadline.At(sent.Add(m.shorten(r.Lease))); e.After(ks.expires) {
 		ks.expires = e
@@ -174,7 +183,7 @@ func (m *Machine) RenewReply(now time.Time, r msg.RenewReply) {
 // any other token is dropped (H20); a failed hook sends no Release.
 func (m *Machine) Settled(now time.Time, key string, tok fence.Token, barrier []byte, err error) {
 	ks := m.keys.Get(key)
-	if ks == nil || ks.phase != held || !ks.is(settling) || (!m.dtok(ks).Is(tok) && !m.cfg.Mutations.UntaggedHooks) {
+	if ks == nil || ks.phase != held || !ks.is(settling) || (!m.dtok(ks).Is(tok) && !m.cfg.Mutations.untaggedHooks()) {
 		return
 	}
 	if err != nil {
@@ -225,7 +234,7 @@ func (m *Machine) Reclaim(now time.Time, env msg.Envelope) {
 		// repeated Reclaim's answer first (reordered) and must not take an
 		// empty one for the truth (seed 5522 of the simulator).
 		case ks.phase == held && m.issuer(ks).ID == env.From.ID && m.dtok(ks).Incarnation < env.FromInc &&
-			(!m.cfg.Mutations.ReclaimLastIncOnly || m.dtok(ks).Incarnation+1 == env.FromInc):
+			(!m.cfg.Mutations.reclaimLastIncOnly() || m.dtok(ks).Incarnation+1 == env.FromInc):
 			kept = append(kept, msg.HeldDelegation{Key: key, Token: m.tok(ks), Remaining: ks.expires.Time().Sub(now), Barrier: ks.inherited()})
 			if m.issuer(ks).Inc < env.FromInc {
 				m.setIssuer(ks, env.From, env.FromInc)

@@ -68,7 +68,7 @@ func (m *Machine) onAccept(now time.Time, env msg.Envelope, a msg.Accept) {
 		return // e.g. epoch 1 with other members than our epoch 0
 	}
 	r := m.record(a.Instance)
-	if a.Ballot.Compare(r.Promised) < 0 {
+	if a.Ballot.Compare(r.Promised) < 0 && !m.cfg.Mutations.acceptBelowPromise() {
 		m.send(env.From.ID, msg.Accepted{Instance: a.Instance, Ballot: a.Ballot, Promised: r.Promised})
 		return
 	}

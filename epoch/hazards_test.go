@@ -7,16 +7,10 @@ import (
 	"github.com/homelock/homelock/msg"
 )
 
-// Named regression schedules. Each runs once with its rule and once with the
-// rule switched off by a test knob: it must pass with the rule and show the
-// failure without it, so the test is known to test something.
-
-func withKnob(knob *bool, on bool, f func()) {
-	old := *knob
-	*knob = on
-	defer func() { *knob = old }()
-	f()
-}
+// Named regression schedules. Each must pass with its rule; its RuleOff
+// twin in mutations_test.go (built with the homelock_mutations tag) runs it
+// with the rule switched off by a test knob and must show the failure, so
+// the test is known to test something.
 
 func from(id string) func(msg.Envelope) bool {
 	return func(e msg.Envelope) bool { return e.From.ID == msg.NodeID(id) }
@@ -49,9 +43,6 @@ func forgottenPromiseSchedule(t *testing.T) (forked bool) {
 
 func TestForgottenPromiseForks(t *testing.T) {
 	mustNot(t, forgottenPromiseSchedule(t), "E1 with promises persisted")
-	withKnob(&testSkipPersistPromise, true, func() {
-		must(t, forgottenPromiseSchedule(t), "the schedule must fork when promises are not persisted")
-	})
 }
 
 // Seed 003 / E1: an acceptor whose acceptance of a's epoch was lost in a
@@ -82,9 +73,6 @@ func forgottenAcceptanceSchedule(t *testing.T) (forked bool) {
 
 func TestForgottenAcceptanceForks(t *testing.T) {
 	mustNot(t, forgottenAcceptanceSchedule(t), "E1 with acceptances persisted: b adopts a's epoch")
-	withKnob(&testSkipPersistAccept, true, func() {
-		must(t, forgottenAcceptanceSchedule(t), "the schedule must fork when acceptances are not persisted")
-	})
 }
 
 // H7: ok answers from two rounds never add up to a majority.
@@ -106,9 +94,6 @@ func h7Schedule(t *testing.T) (extended bool) {
 
 func TestH7OneRoundPerMajority(t *testing.T) {
 	mustNot(t, h7Schedule(t), "two rounds of 2 ok answers each must not grant liveness")
-	withKnob(&testMixRounds, true, func() {
-		must(t, h7Schedule(t), "mixing rounds would grant it")
-	})
 }
 
 // H8 and H10: learning epoch n+1 drops liveness for n in that very step, and
@@ -170,9 +155,6 @@ func h14Schedule(t *testing.T) msg.RenewalResult {
 
 func TestH14NoRenewalForNonMembers(t *testing.T) {
 	equal(t, msg.RenewalNotMember, h14Schedule(t))
-	withKnob(&testRenewNonMember, true, func() {
-		equal(t, msg.RenewalOK, h14Schedule(t))
-	})
 }
 
 // H15: a node that promised n+1 does not count itself in a round for n.
@@ -191,9 +173,6 @@ func h15Schedule(t *testing.T) (extended bool) {
 
 func TestH15NoSelfCountAfterPromise(t *testing.T) {
 	mustNot(t, h15Schedule(t), "one ok plus a self that promised 2 is no majority")
-	withKnob(&testCountSelfAfterPromise, true, func() {
-		must(t, h15Schedule(t))
-	})
 }
 
 // H16: a proposer dies after one Prepare; the member holding the stray
@@ -224,9 +203,6 @@ func h16Schedule(t *testing.T) (completed bool) {
 
 func TestH16StrayPromiseCompleted(t *testing.T) {
 	must(t, h16Schedule(t))
-	withKnob(&testNoStrayTimeout, true, func() {
-		mustNot(t, h16Schedule(t), "without the rule the stray promise blocks epoch 2 forever")
-	})
 }
 
 // H17: a wiped disk under a reused node ID is no acceptor: with a blank
@@ -263,9 +239,6 @@ func h17Schedule(t *testing.T) (forked bool) {
 
 func TestH17WipedDiskIsNoAcceptor(t *testing.T) {
 	mustNot(t, h17Schedule(t))
-	withKnob(&testIgnoreStore, true, func() {
-		must(t, h17Schedule(t), "membership by node ID alone forks epoch 2")
-	})
 }
 
 // H21: a wiped node rejoins under its old node ID while the old member is
@@ -294,9 +267,4 @@ func TestH21JoinReplacesEntry(t *testing.T) {
 	equal(t, 3, len(e.Members))
 	x, _ := e.Member("x")
 	notEqual(t, testCfg("x").Self.Store, x.Store, "the new store replaced the old one")
-	withKnob(&testJoinByIDOnly, true, func() {
-		e := h21Schedule(t)
-		x, _ := e.Member("x")
-		equal(t, testCfg("x").Self.Store, x.Store, "without the rule the old store stays forever")
-	})
 }

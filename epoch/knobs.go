@@ -1,9 +1,14 @@
+//go:build homelock_mutations
+
 package epoch
 
 // Test-only mutation knobs. Each switches one safety rule off so that a test
 // can show the rule is what keeps the simulator green (a test that passes
-// with the rule off proves nothing). They are unexported and nothing outside
-// this package's tests sets them; production code only reads them.
+// with the rule off proves nothing). They are unexported, only this
+// package's tests set them, and they exist only with the homelock_mutations
+// tag: without it they are constant false (knobs_off.go) and the compiler
+// drops their checks. Config.Mutations holds the switches that other
+// packages' simulators set per node.
 var (
 	// testSkipPersistPromise: the acceptor does not return a Prepare's promise
 	// in Output.Acceptor, so a crash forgets it (the forgetful acceptor, docs/design.md).

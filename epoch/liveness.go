@@ -128,7 +128,7 @@ func (m *Machine) startRound(now time.Time) {
 			m.send(mb.ID, msg.Renewal{Nonce: r.nonce})
 		}
 	}
-	m.maybeGrant(r)
+	m.maybeGrant(now, r)
 }
 
 func (m *Machine) tickLiveness(now time.Time) {
@@ -169,7 +169,7 @@ func (m *Machine) onRenewalAnswer(now time.Time, env msg.Envelope, a msg.Renewal
 		}
 		r.answered = append(r.answered, env.From.ID)
 		r.ok = append(r.ok, env.From.ID)
-		m.maybeGrant(r)
+		m.maybeGrant(now, r)
 	case msg.RenewalPromisedHigher:
 		r.answered = append(r.answered, env.From.ID)
 		if a.Promised == r.epoch+1 {
@@ -197,7 +197,7 @@ func (l *liveness) round(nonce uint64) *round {
 	return nil
 }
 
-func (m *Machine) maybeGrant(r *round) {
+func (m *Machine) maybeGrant(now time.Time, r *round) {
 	n := len(r.ok)
 	if testMixRounds {
 		all := slices.Clone(m.live.oldOK)
@@ -211,7 +211,14 @@ func (m *Machine) maybeGrant(r *round) {
 	if n < m.learned.Epoch.Majority() {
 		return
 	}
-	if end := liveEnd(r.sentAt, m.cfg.EpochLease, m.cfg.MaxDrift); end.After(m.live.until) {
+	sentAt, drift := r.sentAt, m.cfg.MaxDrift
+	if m.cfg.Mutations.livenessAtAnswer() {
+		sentAt = now
+	}
+	if m.cfg.Mutations.livenessNoDrift() {
+		drift = 0
+	}
+	if end := liveEnd(sentAt, m.cfg.EpochLease, drift); end.After(m.live.until) {
 		m.live.until = end
 	}
 	r.resendAt = time.Time{}

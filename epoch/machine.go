@@ -27,6 +27,9 @@ type Config struct {
 	// fixed-seed generator (deterministic, but every node then jitters alike,
 	// which slows down duelling proposers: drivers should pass one).
 	Rand *rand.Rand
+	// Mutations switch safety rules off in tests built with the
+	// homelock_mutations tag; in any other build it is empty.
+	Mutations Mutations
 }
 
 // Output is what one step asks its driver to do, in order: sync Acceptor and

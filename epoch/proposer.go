@@ -209,7 +209,7 @@ func (m *Machine) onPromise(now time.Time, env msg.Envelope, pr msg.Promise) {
 		return // duplicate
 	}
 	p.promised = append(p.promised, env.From.ID)
-	if pr.Value != nil && pr.Accepted.Compare(p.bestBal) > 0 {
+	if pr.Value != nil && pr.Accepted.Compare(p.bestBal) > 0 && !(m.cfg.Mutations.adoptFirstValue() && p.bestValue != nil) {
 		p.bestBal = pr.Accepted
 		v := pr.Value.Clone()
 		p.bestValue = &v
@@ -251,7 +251,7 @@ func (m *Machine) onAccepted(now time.Time, env msg.Envelope, a msg.Accepted) {
 	if p.phase != 2 {
 		return
 	}
-	if slices.ContainsFunc(p.accepted, func(o msg.Member) bool { return o.ID == env.From.ID }) {
+	if slices.ContainsFunc(p.accepted, func(o msg.Member) bool { return o.ID == env.From.ID }) && !m.cfg.Mutations.countDuplicateAccepts() {
 		return
 	}
 	mb, _ := m.learned.Epoch.Member(env.From.ID)

@@ -31,10 +31,8 @@ import (
 //     learnedAt(n+1) is the first true instant anyone learned n+1.
 
 var (
-	flagSeeds   = flag.Int("epoch.seeds", 1000, "number of simulator seeds TestSimAgreement runs")
-	flagMut     = flag.Int("epoch.mutseeds", 1000, "seeds a mutation check may use to find its violation")
-	flagMutLong = flag.Bool("epoch.mutlong", false, "also run the slow simulator search for forgotten promises")
-	flagSeed    = flag.Uint64("epoch.seed", 0, "replay this one simulator seed (with -v for its trace)")
+	flagSeeds = flag.Int("epoch.seeds", 1000, "number of simulator seeds TestSimAgreement runs")
+	flagSeed  = flag.Uint64("epoch.seed", 0, "replay this one simulator seed (with -v for its trace)")
 )
 
 var simCfg = Config{
@@ -578,57 +576,4 @@ func TestSimAgreement(t *testing.T) {
 		}
 	}
 	t.Logf("%d seeds: %d epochs agreed, %d messages delivered", len(seeds), epochs, msgs)
-}
-
-// firstFailingSeed runs seeds 1..n with a knob switched on and returns the
-// first seed that violates an invariant.
-func firstFailingSeed(t *testing.T, knob *bool, n int) (uint64, error) {
-	t.Helper()
-	*knob = true
-	defer func() { *knob = false }()
-	for seed := uint64(1); seed <= uint64(n); seed++ {
-		if _, err := runSeed(seed); err != nil {
-			return seed, err
-		}
-	}
-	return 0, nil
-}
-
-// The mutation checks: with a rule switched off, the simulator must find a
-// violation within 1,000 seeds, so a green TestSimAgreement means something.
-//
-// A forgotten promise or acceptance forks only under a narrow interleaving
-// (two proposers that cannot hear each other, a crash right after the answer,
-// the Learn lost) that the random regimes hit about once in 2,000-5,000
-// seeds: plain go test proves those knobs with the fixed schedules
-// TestForgottenPromiseForks and TestForgottenAcceptanceForks, and these
-// searches run with -epoch.mutlong (add -epoch.mutseeds=20000).
-func TestSimCatchesForgottenPromise(t *testing.T) {
-	if !*flagMutLong {
-		t.Skip("with -epoch.mutlong (TestForgottenPromiseForks covers the knob)")
-	}
-	seed, err := firstFailingSeed(t, &testSkipPersistPromise, *flagMut)
-	if err == nil {
-		t.Fatal("the simulator did not notice promises that a crash forgets")
-	}
-	t.Logf("caught at seed %d: %v", seed, err)
-}
-
-func TestSimCatchesForgottenAcceptance(t *testing.T) {
-	if !*flagMutLong {
-		t.Skip("with -epoch.mutlong (TestForgottenAcceptanceForks covers the knob)")
-	}
-	seed, err := firstFailingSeed(t, &testSkipPersistAccept, *flagMut)
-	if err == nil {
-		t.Fatal("the simulator did not notice acceptances that a crash forgets")
-	}
-	t.Logf("caught at seed %d: %v", seed, err)
-}
-
-func TestSimCatchesSelfCountAfterPromise(t *testing.T) {
-	seed, err := firstFailingSeed(t, &testCountSelfAfterPromise, *flagMut)
-	if err == nil {
-		t.Fatal("the simulator did not notice a home counting itself after promising n+1 (H15)")
-	}
-	t.Logf("caught at seed %d: %v", seed, err)
 }

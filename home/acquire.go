@@ -43,7 +43,7 @@ func (m *Machine) Acquire(now time.Time, env msg.Envelope, a msg.Acquire) {
 		x := ke.edit()
 		x.waiters = append(x.waiters, w)
 	}
-	if w.req.Less(a.Req) || (w.req == a.Req && !m.cfg.Mutations.EchoFirstAttempt) {
+	if w.req.Less(a.Req) || (w.req == a.Req && !m.cfg.Mutations.echoFirstAttempt()) {
 		w.req, w.attempt, w.lease, w.fromInc = a.Req, a.Attempt, a.Lease, env.FromInc
 	}
 	w.lastHeard = now
@@ -124,7 +124,7 @@ func (m *Machine) serve(now time.Time, key string, ke *entry) msg.WaitReason {
 }
 
 func (m *Machine) holderIsMember(ke *entry) bool {
-	if m.cfg.Mutations.RenewNonMembers {
+	if m.cfg.Mutations.renewNonMembers() {
 		return true
 	}
 	cur := m.current()
@@ -162,7 +162,7 @@ func (m *Machine) tryGrant(now time.Time, key string, ke *entry) msg.WaitReason 
 		return msg.WaitLiveness
 	}
 	i := 0
-	if m.cfg.Mutations.LIFO {
+	if m.cfg.Mutations.lifo() {
 		i = len(ke.waiters()) - 1
 	}
 	w := ke.waiters()[i]
@@ -190,8 +190,12 @@ func (m *Machine) grant(now time.Time, key string, ke *entry, w *waiter) {
 	}
 	// Delegations never outlive the home's liveness: that is what lets a new
 	// epoch's gate bound every delegation of the old one.
-	if left := m.liveUntil.Sub(now); lease > left {
+	if left := m.liveUntil.Sub(now); lease > left && !m.cfg.Mutations.grantPastLiveness() {
 		lease = left
+	}
+	skew := m.cfg.Skew
+	if m.cfg.Mutations.grantExpiryNoSkew() {
+		skew = 0
 	}
 	m.counter++
 	tok := dtoken.T{Epoch: cur.e.Number, Incarnation: m.cfg.Inc, Counter: m.counter}
@@ -199,7 +203,7 @@ func (m *Machine) grant(now time.Time, key string, ke *entry, w *waiter) {
 		holder:  m.peers.Ref(w.from, w.fromInc),
 		attempt: w.attempt,
 		lease:   lease,
-		expires: deadline.At(now.Add(lease + m.cfg.Skew)),
+		expires: deadline.At(now.Add(lease + skew)),
 	}
 	var signed []byte
 	if m.cfg.Sign != nil {
@@ -233,7 +237,7 @@ func (m *Machine) sendGrant(ke *entry) {
 // Release frees the delegation with exactly this token, from whoever sends it.
 func (m *Machine) Release(now time.Time, r msg.Release) {
 	ke := m.keys.Get(r.Key)
-	if ke == nil || ke.deleg() == nil || !m.dtok(ke).Is(r.Token) {
+	if ke == nil || ke.deleg() == nil || (!m.dtok(ke).Is(r.Token) && !m.cfg.Mutations.releaseAnyToken()) {
 		return
 	}
 	m.free(now, ke, true, r.Barrier)
@@ -274,7 +278,7 @@ func (m *Machine) Renew(now time.Time, env msg.Envelope, r msg.Renew) {
 		return
 	}
 	d := ke.deleg()
-	if !m.IsHome(r.Key) || !m.holderIsMember(ke) || m.cfg.Mutations.NoRenewWhileWaited && (ke.is(recalled) || len(ke.waiters()) > 0) {
+	if !m.IsHome(r.Key) || !m.holderIsMember(ke) || m.cfg.Mutations.noRenewWhileWaited() && (ke.is(recalled) || len(ke.waiters()) > 0) {
 		if !ke.is(recalled) {
 			ke.set(recalled, true)
 			m.stats.Recalls++
@@ -290,7 +294,7 @@ func (m *Machine) Renew(now time.Time, env msg.Envelope, r msg.Renew) {
 	if lease <= 0 || lease > m.cfg.MaxLease {
 		lease = m.cfg.MaxLease
 	}
-	if left := m.liveUntil.Sub(now); lease > left {
+	if left := m.liveUntil.Sub(now); lease > left && !m.cfg.Mutations.renewPastLiveness() {
 		lease = left
 	}
 	if lease < m.cfg.MinUseful {
@@ -298,7 +302,11 @@ func (m *Machine) Renew(now time.Time, env msg.Envelope, r msg.Renew) {
 		// expiry, stops admitting.
 		return
 	}
-	if e := deadline.At(now.Add(lease + m.cfg.Skew)); e.After(d.expires) {
+	skew := m.cfg.Skew
+	if m.cfg.Mutations.renewExpiryNoSkew() {
+		skew = 0
+	}
+	if e := deadline.At(now.Add(lease + skew)); e.After(d.expires) {
 		d.expires = e
 	}
 	d.lease = lease

@@ -32,7 +32,8 @@ type Config struct {
 	MaxWaiters      int
 	// Sign returns the signed lockGrant.v1 for a delegation; nil signs nothing.
 	Sign func(g GrantInfo) []byte
-	// Mutations switch safety rules off in tests; never set outside them.
+	// Mutations switch safety rules off in tests built with the
+	// homelock_mutations tag; in any other build it is empty.
 	Mutations Mutations
 }
 
@@ -47,34 +48,4 @@ type GrantInfo struct {
 	Token  fence.Token
 	Epoch  uint64
 	Lease  time.Duration
-}
-
-// Mutations are test-only switches that break one rule each, so that tests can
-// show the checkers catch the break. The zero value is the correct protocol.
-type Mutations struct {
-	// GrantMovedAtOnce skips the activation gate of a key that moved in.
-	GrantMovedAtOnce bool
-	// NoGateCarry drops a running gate when the key stays home across epochs (H4).
-	NoGateCarry bool
-	// LIFO grants the newest waiter first instead of the oldest.
-	LIFO bool
-	// DrainWhileGated sends Drained without waiting for its own gate (H5, H12).
-	DrainWhileGated bool
-	// NoRestartGate grants at once after a restart (H2).
-	NoRestartGate bool
-	// RenewNonMembers keeps renewing delegations of removed members (H14).
-	RenewNonMembers bool
-	// WaiveRestartWithoutMarker lets a completed reclaim waive the restart
-	// gate without the current epoch's gate-passed marker (H19).
-	WaiveRestartWithoutMarker bool
-	// AcceptStaleDrained lets a Drained for an earlier epoch transition waive
-	// the current one (H5: a duplicated old Drained after later epochs).
-	AcceptStaleDrained bool
-	// NoRenewWhileWaited refuses to renew a delegation others wait for, so
-	// a running critical section loses its lock at the lease's end: the
-	// rule before held-while-alive, which the simulator's check catches.
-	NoRenewWhileWaited bool
-	// EchoFirstAttempt makes a Grant echo the first attempt of a request
-	// instead of the last one received (H22).
-	EchoFirstAttempt bool
 }

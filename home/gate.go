@@ -29,7 +29,7 @@ func (m *Machine) gateAt(key string, ke *entry, i int) (time.Time, uint64) {
 			return time.Time{}, 0
 		}
 		if i > 0 && m.history[i-1].e.Number+1 == v.e.Number && m.isHomeIn(&m.history[i-1], key) {
-			if m.cfg.Mutations.NoGateCarry {
+			if m.cfg.Mutations.noGateCarry() {
 				return time.Time{}, 0
 			}
 			continue
@@ -38,7 +38,7 @@ func (m *Machine) gateAt(key string, ke *entry, i int) (time.Time, uint64) {
 			// Moved in from epoch 0 (bootstrap): nobody ever granted it.
 			return time.Time{}, 0
 		}
-		if m.cfg.Mutations.GrantMovedAtOnce {
+		if m.cfg.Mutations.grantMovedAtOnce() {
 			return time.Time{}, 0
 		}
 		if ke != nil && ke.more().drainedFor == v.e.Number {
@@ -143,7 +143,7 @@ func (m *Machine) canVouch(now time.Time, key string, ke *entry, from uint64) (t
 		return 0, false
 	}
 	var ready time.Time
-	if !m.cfg.Mutations.DrainWhileGated {
+	if !m.cfg.Mutations.drainWhileGated() {
 		end, _ := m.gateAt(key, ke, i)
 		ready = later(end, m.restartGateEnd())
 	}
@@ -170,14 +170,14 @@ func (m *Machine) Drained(now time.Time, env msg.Envelope, d msg.Drained) {
 	if cur == nil || cur.prev == nil || d.From+1 != d.To || d.ReceiverInc != m.cfg.Inc {
 		return
 	}
-	if d.To != cur.e.Number && !(m.cfg.Mutations.AcceptStaleDrained && d.To < cur.e.Number) {
+	if d.To != cur.e.Number && !(m.cfg.Mutations.acceptStaleDrained() && d.To < cur.e.Number) {
 		return
 	}
 	if !m.IsHome(d.Key) {
 		return
 	}
 	prevHome, ok := cur.prev.Home(d.Key)
-	if (!ok || prevHome.ID != env.From.ID || prevHome.Store != env.From.Store) && !m.cfg.Mutations.AcceptStaleDrained {
+	if (!ok || prevHome.ID != env.From.ID || prevHome.Store != env.From.Store) && !m.cfg.Mutations.acceptStaleDrained() {
 		return
 	}
 	ke := m.entry(d.Key)

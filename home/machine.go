@@ -76,8 +76,11 @@ func New(cfg Config, now time.Time, learned *epoch.Learned, marker bool) *Machin
 		markerWritten: make(map[uint64]bool),
 		markerAtStart: marker,
 	}
-	if cfg.Inc > 1 && !cfg.Mutations.NoRestartGate {
+	if cfg.Inc > 1 && !cfg.Mutations.noRestartGate() {
 		m.restartGate = now.Add(cfg.EpochLease + cfg.Skew)
+		if cfg.Mutations.restartGateNoSkew() {
+			m.restartGate = now.Add(cfg.EpochLease)
+		}
 	}
 	if learned != nil {
 		m.history = append(m.history, newView(*learned, now, true))
@@ -159,7 +162,7 @@ func (m *Machine) restartGateEnd() time.Time {
 	if m.restartGate.IsZero() {
 		return time.Time{}
 	}
-	if (m.markerAtStart || m.cfg.Mutations.WaiveRestartWithoutMarker) && m.reclaimWait != nil && len(m.reclaimWait) == 0 {
+	if (m.markerAtStart || m.cfg.Mutations.waiveRestartWithoutMarker()) && m.reclaimWait != nil && len(m.reclaimWait) == 0 {
 		return time.Time{}
 	}
 	return m.restartGate

@@ -52,6 +52,10 @@ func (m *Machine) ReclaimAnswer(now time.Time, env msg.Envelope, a msg.ReclaimAn
 		return
 	}
 	delete(m.reclaimWait, env.From.ID)
+	skew := m.cfg.Skew
+	if m.cfg.Mutations.reclaimNoSkew() {
+		skew = 0
+	}
 	for _, h := range a.Held {
 		ke := m.entry(h.Key)
 		if ke.deleg() != nil && !m.dtok(ke).Token().Less(h.Token) {
@@ -63,7 +67,7 @@ func (m *Machine) ReclaimAnswer(now time.Time, env msg.Envelope, a msg.ReclaimAn
 		}
 		m.setDeleg(ke, delegation{
 			holder: m.peers.Ref(env.From, env.FromInc), lease: h.Remaining,
-			expires: deadline.At(now.Add(h.Remaining + m.cfg.Skew)),
+			expires: deadline.At(now.Add(h.Remaining + skew)),
 		}, dtoken.Of(h.Token), msg.RequestID{}, h.Barrier, nil)
 		if ke.x != nil {
 			ke.x.idleSince, ke.x.waitedSince = time.Time{}, time.Time{}

@@ -18,7 +18,7 @@ func (n *Node) Receive(now time.Time, env msg.Envelope) Ready {
 }
 
 func (n *Node) receive(now time.Time, env msg.Envelope) {
-	if env.Body == nil || (env.FromInc < n.minInc[env.From.ID] && !n.cfg.Holder.Mutations.KeepOldIncReplies) {
+	if env.Body == nil || (env.FromInc < n.minInc[env.From.ID] && !n.cfg.Holder.Mutations.KeepsOldIncReplies()) {
 		return
 	}
 	switch b := env.Body.(type) {

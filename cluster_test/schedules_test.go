@@ -1,0 +1,68 @@
+package clustertest
+
+import "testing"
+
+// The fixed schedules of schedules.go and script.go pass with every rule on;
+// mutation_test.go (homelock_mutations tag) shows each fails with the rule it
+// targets switched off.
+
+// TestTwiceRestartedHomeSchedule: the fixed schedule that exposes a
+// holder answering a reclaim with its last incarnation's delegations only
+// passes with the rule on.
+func TestTwiceRestartedHomeSchedule(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		if r := Run(fixedSchedule(seed, twiceRestartedHome)); r.Failed() {
+			t.Fatal(r.Report())
+		}
+	}
+}
+
+// TestLateOldGrantSchedule: the schedule that delivers an old incarnation's
+// Grant after its successor reclaimed passes with the rule on.
+func TestLateOldGrantSchedule(t *testing.T) {
+	for seed := uint64(1); seed <= 40; seed++ {
+		if r := Run(fixedSchedule(seed, lateOldGrant)); r.Failed() {
+			t.Fatal(r.Report())
+		}
+	}
+}
+
+// TestForgottenAcceptanceSchedule: the fixed schedule that exposes a
+// forgetful acceptor passes with durable acceptors.
+func TestForgottenAcceptanceSchedule(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		if r := Run(scripted(seed, forgottenAcceptance, noLearnFromN1ToN2)); r.Failed() {
+			t.Fatal(r.Report())
+		}
+	}
+}
+
+// TestPausedAdoptedHolderSchedule: a restarted home that adopted a paused
+// holder's delegation waits its lease and Skew out.
+func TestPausedAdoptedHolderSchedule(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		if r := Run(fixedSchedule(seed, pausedAdoptedHolder)); r.Failed() {
+			t.Fatal(r.Report())
+		}
+	}
+}
+
+// TestPausedHolderAtRestartSchedule: with leases up to the liveness, the
+// restart gate covers a paused holder's delegation.
+func TestPausedHolderAtRestartSchedule(t *testing.T) {
+	for seed := uint64(1); seed <= 40; seed++ {
+		if r := Run(longLeases(seed, pausedHolderAtRestart)); r.Failed() {
+			t.Fatal(r.Report())
+		}
+	}
+}
+
+// TestLostHigherValueSchedule: a proposer that hears two accepted values
+// adopts the one of the highest ballot, and epoch 2 is chosen once.
+func TestLostHigherValueSchedule(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		if r := Run(scripted(seed, lostHigherValue, nil)); r.Failed() {
+			t.Fatal(r.Report())
+		}
+	}
+}

@@ -1,0 +1,26 @@
+//go:build !homelock_mutations
+
+package delegation
+
+// Mutations is empty in a build without the homelock_mutations tag: no
+// rule of the protocol can be switched off, and the compiler drops every
+// check of a switch, each accessor being a constant false
+// (internal/mutations; the switches are documented in mutations_on.go).
+type Mutations struct{}
+
+func (*Mutations) anchorAtReceipt() bool    { return false }
+func (*Mutations) admitRecalledGrant() bool { return false }
+func (*Mutations) ownBarrier() bool         { return false }
+func (*Mutations) untaggedHooks() bool      { return false }
+func (*Mutations) ignoreVersions() bool     { return false }
+
+// KeepsOldIncReplies is false: the driver never keeps an old incarnation's
+// replies.
+func (*Mutations) KeepsOldIncReplies() bool   { return false }
+func (*Mutations) renewAtLapse() bool         { return false }
+func (*Mutations) reclaimLastIncOnly() bool   { return false }
+func (*Mutations) leaseNoDrift() bool         { return false }
+func (*Mutations) ignoreRecall() bool         { return false }
+func (*Mutations) admitAfterRecall() bool     { return false }
+func (*Mutations) ignoreRenewRefusal() bool   { return false }
+func (*Mutations) renewAnchorAtReceipt() bool { return false }

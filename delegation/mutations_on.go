@@ -1,0 +1,66 @@
+//go:build homelock_mutations
+
+package delegation
+
+// Mutations are test-only switches that break one rule each, so that tests can
+// show the checkers catch the break. The zero value is the correct protocol.
+// They exist only in builds with the homelock_mutations tag
+// (internal/mutations); without it Mutations is empty and every accessor
+// returns a constant false.
+type Mutations struct {
+	// AnchorAtReceipt measures a lease from the Grant's receipt, not from the
+	// send of the attempt it echoes (H6, H22).
+	AnchorAtReceipt bool
+	// AdmitRecalledGrant uses a Grant whose Recall overtook it (H6).
+	AdmitRecalledGrant bool
+	// OwnBarrier settles through the store's barrier hook, without the
+	// inherited barrier, even when nothing was admitted, so the release
+	// carries the store's own (possibly older) position instead of the
+	// inherited one (H18).
+	OwnBarrier bool
+	// UntaggedHooks accepts a hook completion for any token (H20).
+	UntaggedHooks bool
+	// IgnoreVersions admits cluster locks in a mixed-version epoch.
+	IgnoreVersions bool
+	// KeepOldIncReplies makes the driver (core) keep listening to a node's
+	// incarnations below one that reclaimed from us (H1, H11).
+	KeepOldIncReplies bool
+	// RenewAtLapse leaves a section admitted on an idle delegation to the
+	// idle delegation's wake-up (its lapse release, 2 × MinUseful before
+	// the end) for its first renewal, instead of half the lease (L7).
+	RenewAtLapse bool
+	// ReclaimLastIncOnly answers a Reclaim with the delegations of the
+	// reclaiming node's previous incarnation only (H3).
+	ReclaimLastIncOnly bool
+	// LeaseNoDrift measures leases without shortening them by MaxDrift, so a
+	// holder whose clock runs slow outlives its home's view.
+	LeaseNoDrift bool
+	// IgnoreRecall ignores a Recall that arrives while a critical section
+	// runs: the holder keeps admitting its queued lockers.
+	IgnoreRecall bool
+	// AdmitAfterRecall leaves one more admission after every Recall (an
+	// off-by-one in the count of sections left).
+	AdmitAfterRecall bool
+	// IgnoreRenewRefusal treats a refused renewal as an unanswered one: the
+	// holder keeps admitting instead of draining.
+	IgnoreRenewRefusal bool
+	// RenewAnchorAtReceipt measures a renewed lease from the RenewReply's
+	// receipt, not from the send of the Renew it echoes.
+	RenewAnchorAtReceipt bool
+}
+
+func (m *Mutations) anchorAtReceipt() bool    { return m.AnchorAtReceipt }
+func (m *Mutations) admitRecalledGrant() bool { return m.AdmitRecalledGrant }
+func (m *Mutations) ownBarrier() bool         { return m.OwnBarrier }
+func (m *Mutations) untaggedHooks() bool      { return m.UntaggedHooks }
+func (m *Mutations) ignoreVersions() bool     { return m.IgnoreVersions }
+
+// KeepsOldIncReplies reports KeepOldIncReplies to the driver.
+func (m *Mutations) KeepsOldIncReplies() bool   { return m.KeepOldIncReplies }
+func (m *Mutations) renewAtLapse() bool         { return m.RenewAtLapse }
+func (m *Mutations) reclaimLastIncOnly() bool   { return m.ReclaimLastIncOnly }
+func (m *Mutations) leaseNoDrift() bool         { return m.LeaseNoDrift }
+func (m *Mutations) ignoreRecall() bool         { return m.IgnoreRecall }
+func (m *Mutations) admitAfterRecall() bool     { return m.AdmitAfterRecall }
+func (m *Mutations) ignoreRenewRefusal() bool   { return m.IgnoreRenewRefusal }
+func (m *Mutations) renewAnchorAtReceipt() bool { return m.RenewAnchorAtReceipt }
