@@ -51,6 +51,8 @@ type independent struct {
 	heard map[streakKey]heardAttempt
 	// accepts are the Accepted replies sent (certificates.go).
 	accepts accepts
+	// barriers are the delegations' barriers and writes (barriers.go).
+	barriers barriers
 }
 
 type heardAttempt struct {
@@ -301,6 +303,7 @@ func (c *independent) sent(n *simNode, o observed) {
 		if d := c.find(b.Key, b.Token); d != nil && d.holder.node == n.idx {
 			d.over = true
 		}
+		c.released(n, b)
 	case msg.Withdraw:
 		for _, d := range c.delegs[b.Key] {
 			if d.holder == p && d.req == b.Req && !d.accepted {
@@ -308,6 +311,7 @@ func (c *independent) sent(n *simNode, o observed) {
 			}
 		}
 	case msg.Grant:
+		c.barriers.granted(b)
 		c.grantSent(n, o, b)
 	case msg.RenewReply:
 		if !b.OK {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/homelock/homelock/epoch"
+	"github.com/homelock/homelock/msg"
 )
 
 // Fixed schedules for rules that random schedules do not reach: each ports
@@ -12,13 +13,17 @@ import (
 // independent checker, not a golden transcript, has to notice the break.
 
 // LockKey has node id lock key now, as one of its lockers would.
-func (s *Sim) LockKey(id, key string) {
+func (s *Sim) LockKey(id, key string) { s.LockKeyFor(id, key, 0) }
+
+// LockKeyFor is LockKey with a section that runs for hold once admitted
+// (0: as long as the workload's sections do), held while its node is alive.
+func (s *Sim) LockKeyFor(id, key string, hold time.Duration) {
 	n := s.Node(id)
 	if n == nil || n.core == nil || n.paused {
 		return
 	}
 	n.nextID++
-	cs := &critical{node: n, gen: n.gen, locker: n.nextID, key: key, started: s.now}
+	cs := &critical{node: n, gen: n.gen, locker: n.nextID, key: key, started: s.now, hold: hold}
 	n.lockers[cs.locker] = cs
 	now := n.local(s.now)
 	deadline := now.Add(simWait)
@@ -135,5 +140,158 @@ func pausedHolderAtRestart(s *Sim) {
 func longLeases(seed uint64, script func(*Sim)) SimConfig {
 	cfg := fixedSchedule(seed, script)
 	cfg.Lease = simEpochLease - 100*time.Millisecond
+	return cfg
+}
+
+// unusedInheritance is hazard_h18's schedule: n2 writes a key homed at n1
+// and hands it on to n3 when n3 asks; n3's locker gives up while the
+// store's wait hook runs, and n2 asks again. Recalled, n3 admitted nothing,
+// and must pass on the barrier it inherited, not its own store's older
+// position. Every store hook takes 300ms.
+func unusedInheritance(s *Sim) {
+	at := simEpochLease + simSkew + 300*time.Millisecond
+	var key string
+	s.After(at, func() {
+		key = s.keyHomedAt("n1")
+		s.LockKey("n2", key)
+	})
+	s.After(at+50*time.Millisecond, func() { s.LockKey("n3", key) })
+	s.After(at+450*time.Millisecond, func() { s.CancelLocks("n3", key) })
+	s.After(at+500*time.Millisecond, func() { s.LockKey("n2", key) })
+}
+
+// lateSettle is hazard_h20's schedule: n2's barrier hook for a key outlasts
+// its delegation (every hook takes 1.4s); n2 locks the key again, gets the
+// next delegation, writes and settles it; the first hook's completion then
+// arrives. It names the first token and must not release the second.
+func lateSettle(s *Sim) {
+	at := simEpochLease + simSkew + 300*time.Millisecond
+	var key string
+	s.After(at, func() {
+		key = s.keyHomedAt("n1")
+		s.LockKey("n2", key)
+	})
+	s.After(at+time.Second, func() { s.LockKey("n2", key) })
+}
+
+// slowHooks returns the fixed schedule of script with every store hook
+// taking d.
+func slowHooks(seed uint64, script func(*Sim), d time.Duration) SimConfig {
+	cfg := fixedSchedule(seed, script)
+	cfg.SlowHooks = d
+	return cfg
+}
+
+// renewedOutsider is hazard_h14's schedule: n3 runs a long section on a key
+// homed at n1 when n1 removes it from the epoch (n3's joins are dropped, so
+// it stays out). n1 must recall the delegation and refuse to renew it: once
+// e2's gate-passed marker is written, n1 restarts, reclaims from e2's
+// members only, and grants the key to n2. A home that kept renewing the
+// outsider's delegation grants it while n3 still holds it.
+func renewedOutsider(s *Sim) {
+	s.cfg.Filter = func(from, to msg.NodeID, env msg.Envelope) bool {
+		j, join := env.Body.(msg.Join)
+		return !(join && (from == "n3" || j.Member.ID == "n3"))
+	}
+	at := simEpochLease + simSkew + 300*time.Millisecond
+	var key string
+	s.After(at, func() {
+		key = s.keyHomedAt("n1")
+		s.LockKeyFor("n3", key, 8*time.Second)
+	})
+	s.After(at+100*time.Millisecond, func() { s.ProposeRemove("n1", "n3") })
+	restart := at + 100*time.Millisecond + simEpochLease + simSkew + 500*time.Millisecond
+	s.After(restart, func() { s.Crash("n1") })
+	s.After(restart+10*time.Millisecond, func() { s.Restart("n1") })
+	s.After(restart+100*time.Millisecond, func() { s.LockKey("n2", key) })
+}
+
+// keyMovingOff returns a key homed at id in the epoch node by has learned,
+// and at to in that epoch without id.
+func (s *Sim) keyMovingOff(by, id, to string) string {
+	e := s.Node(by).disk.learned.Epoch
+	without := e.Clone()
+	without.Members = nil
+	for _, m := range e.Members {
+		if string(m.ID) != id {
+			without.Members = append(without.Members, m)
+		}
+	}
+	with, wo := epoch.NewRing(e), epoch.NewRing(without)
+	for i := 0; ; i++ {
+		k := fmt.Sprintf("k%d", i)
+		h1, _ := with.Home(k)
+		h2, _ := wo.Home(k)
+		if string(h1.ID) == id && string(h2.ID) == to {
+			return k
+		}
+	}
+}
+
+// staleDrained is hazard_h5_stale's schedule on four nodes: key k moves
+// from n4 to n1 (n4 removed), back to n4 (n4 joins; n1's Drained for that
+// move, sent once n1's own gate passed, is kept), to n1 again, where n2
+// takes it for a long section, and back to n4. Then the kept Drained, for
+// the earlier move, reaches n4 as n3 asks for k: n4 must not take it as
+// vouching for the current move, and waits for n1, whose delegation to n2
+// is still live.
+func staleDrained(s *Sim) {
+	joins := false
+	var key string
+	var kept *msg.Envelope
+	s.cfg.Filter = func(from, to msg.NodeID, env msg.Envelope) bool {
+		switch b := env.Body.(type) {
+		case msg.Join:
+			return joins || (from != "n4" && b.Member.ID != "n4")
+		case msg.Drained:
+			if kept == nil && b.Key == key && from == "n1" && to == "n4" {
+				c := env
+				kept = &c
+			}
+		}
+		return true
+	}
+	at := simEpochLease + simSkew + 300*time.Millisecond
+	s.After(at, func() {
+		key = s.keyMovingOff("n1", "n4", "n1")
+		s.ProposeRemove("n1", "n4")
+	})
+	s.After(at+500*time.Millisecond, func() { joins = true })
+	s.After(at+time.Second, func() {
+		joins = false
+		s.LockKey("n3", key) // at n4, gated: n4 asks n1, which drains at its gate's end
+	})
+	second := uint64(0)
+	s.After(at+4*time.Second, func() {
+		second = s.Node("n1").disk.learned.Epoch.Number
+		s.ProposeRemove("n1", "n4")
+	})
+	s.After(at+4500*time.Millisecond, func() { s.LockKeyFor("n2", key, 8*time.Second) })
+	// Once n4 is back in an epoch after the second removal, the kept
+	// Drained arrives as n3 asks for the key.
+	var back func()
+	back = func() {
+		n := s.Node("n4")
+		if l := n.disk.learned; n.core == nil || l == nil || l.Epoch.Number <= second || !l.Epoch.Has(n.member) {
+			s.After(5*time.Millisecond, back)
+			return
+		}
+		joins = false
+		s.LockKey("n3", key)
+		if kept != nil {
+			s.at(s.now, &event{kind: evDeliver, node: n.idx, env: *kept, gen: n.gen})
+		}
+	}
+	s.After(at+5500*time.Millisecond, func() {
+		joins = true
+		back()
+	})
+}
+
+// fourNodes returns the fixed schedule of script on four nodes, with the
+// faults (the script's filter) lasting 16.5s of 30.
+func fourNodes(seed uint64, script func(*Sim)) SimConfig {
+	cfg := fixedSchedule(seed, script)
+	cfg.Nodes, cfg.Duration = 4, 30*time.Second
 	return cfg
 }

@@ -1,6 +1,9 @@
 package clustertest
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // The fixed schedules of schedules.go and script.go pass with every rule on;
 // mutation_test.go (homelock_mutations tag) shows each fails with the rule it
@@ -62,6 +65,47 @@ func TestPausedHolderAtRestartSchedule(t *testing.T) {
 func TestLostHigherValueSchedule(t *testing.T) {
 	for seed := uint64(1); seed <= 20; seed++ {
 		if r := Run(scripted(seed, lostHigherValue, nil)); r.Failed() {
+			t.Fatal(r.Report())
+		}
+	}
+}
+
+// TestUnusedInheritanceSchedule: a holder recalled before it admitted
+// anything passes on the barrier it inherited.
+func TestUnusedInheritanceSchedule(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		if r := Run(slowHooks(seed, unusedInheritance, 300*time.Millisecond)); r.Failed() {
+			t.Fatal(r.Report())
+		}
+	}
+}
+
+// TestLateSettleSchedule: a barrier hook that completes after its
+// delegation ended releases nothing.
+func TestLateSettleSchedule(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		if r := Run(slowHooks(seed, lateSettle, 1400*time.Millisecond)); r.Failed() {
+			t.Fatal(r.Report())
+		}
+	}
+}
+
+// TestRenewedOutsiderSchedule: a home recalls a removed member's
+// delegation and refuses its renewals, so a restart that reclaims from the
+// new epoch's members only misses nothing.
+func TestRenewedOutsiderSchedule(t *testing.T) {
+	for seed := uint64(1); seed <= 10; seed++ {
+		if r := Run(fixedSchedule(seed, renewedOutsider)); r.Failed() {
+			t.Fatal(r.Report())
+		}
+	}
+}
+
+// TestStaleDrainedSchedule: a Drained for an earlier move of a key does
+// not waive its current gate.
+func TestStaleDrainedSchedule(t *testing.T) {
+	for seed := uint64(1); seed <= 10; seed++ {
+		if r := Run(fourNodes(seed, staleDrained)); r.Failed() {
 			t.Fatal(r.Report())
 		}
 	}

@@ -3,6 +3,7 @@ package clustertest
 import (
 	"time"
 
+	"github.com/homelock/homelock/internal/deadline"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -103,4 +104,23 @@ func lostHigherValue(s *Sim) {
 		s.ProposeRemove("n2", "n1")
 	})
 	s.After(700*time.Millisecond, func() { phase = 3 })
+}
+
+// CancelLocks has node id give up every locker waiting for key, as a locker
+// whose context ends does.
+func (s *Sim) CancelLocks(id, key string) {
+	n := s.Node(id)
+	if n == nil || n.core == nil || n.paused {
+		return
+	}
+	for _, l := range deadline.SortedKeys(n.lockers) {
+		cs := n.lockers[l]
+		if cs.key != key || cs.admitted {
+			continue
+		}
+		cs.resolved = true
+		s.check.closeCS(cs)
+		delete(n.lockers, l)
+		n.apply(s, n.core.Cancel(n.local(s.now), key, l))
+	}
 }

@@ -25,6 +25,9 @@ type SimConfig struct {
 	// Versions, when set, gives each initial node its protocol version
 	// (mixed-version schedules); the default is 1 for all.
 	Versions []uint32
+	// SlowHooks, when set, is how long every store hook takes (schedules
+	// whose hooks outlast a delegation); otherwise up to 2ms.
+	SlowHooks time.Duration
 	// Lease, when set, replaces simLease as the delegation lease asked for
 	// and the homes' MaxLease (schedules whose leases reach the liveness).
 	Lease     time.Duration

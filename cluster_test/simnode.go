@@ -42,6 +42,9 @@ type simNode struct {
 
 	lockers map[uint64]*critical
 	nextID  uint64
+	// store is the node's store's replica position per key (barriers.go);
+	// it survives a crash, as the store does.
+	store map[string]int
 }
 
 // disk is what survives a crash: only what a Ready asked to sync.

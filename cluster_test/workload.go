@@ -2,7 +2,6 @@ package clustertest
 
 import (
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/homelock/homelock/delegation"
@@ -29,6 +28,8 @@ type critical struct {
 	// long sections outlast the delegation lease, so they live by renewal.
 	lease time.Duration
 	long  bool
+	// hold, when set, is how long the section runs (fixed schedules).
+	hold time.Duration
 }
 
 // longKey is locked only by long critical sections (1 to 1.6 leases), so
@@ -113,6 +114,9 @@ func (s *Sim) onEvent(n *simNode, e delegation.Event) {
 		if cs.long {
 			d = simLease + time.Duration(s.rng.Int64N(int64(simLease*6/10)))
 		}
+		if cs.hold > 0 {
+			d = cs.hold
+		}
 		s.at(s.now.Add(d), &event{kind: evCSWrite, node: n.idx, gen: n.gen, cs: cs})
 	case delegation.Extended:
 		if cs := n.lockers[e.Locker]; cs != nil {
@@ -140,6 +144,13 @@ func (s *Sim) onEvent(n *simNode, e delegation.Event) {
 			return // the store's hook never returns: the home waits the lease out
 		}
 		d := time.Duration(s.rng.Int64N(int64(2 * time.Millisecond)))
+		if s.cfg.SlowHooks > 0 {
+			d = s.cfg.SlowHooks
+		}
+		if e.Kind == delegation.Settle {
+			// The barrier hook returns the replica's position when it ran.
+			e.Barrier = barrierOf(n.storePos(e.Key))
+		}
 		s.at(s.now.Add(d), &event{kind: evHook, node: n.idx, gen: n.gen, hook: e})
 	}
 }
@@ -166,7 +177,9 @@ func (s *Sim) csWrite(n *simNode, cs *critical) {
 		s.trace("commit refused, handle expired %s %s %s", n.id, cs.key, cs.token)
 	}
 	if cs.readOK && valid {
-		if s.check.reg(cs.key).write(cs.token, cs.read+1) {
+		if r := s.check.reg(cs.key); r.write(cs.token, cs.read+1) {
+			n.storeAt(cs.key, r.version)
+			s.indep.barriers.wrote(cs.key, cs.token, r.version)
 			s.check.acked(cs)
 		} else {
 			s.trace("stale write refused %s %s %s", n.id, cs.key, cs.token)
@@ -185,9 +198,9 @@ func (s *Sim) hookDone(n *simNode, e delegation.Event) {
 	now := n.local(s.now)
 	switch e.Kind {
 	case delegation.Settle:
-		barrier := strconv.AppendInt(nil, int64(s.check.reg(e.Key).version), 10)
-		n.apply(s, n.core.Settled(now, e.Key, e.Token, barrier, nil))
+		n.apply(s, n.core.Settled(now, e.Key, e.Token, e.Barrier, nil))
 	case delegation.WaitFresh:
+		n.storeAt(e.Key, position(e.Barrier))
 		n.apply(s, n.core.Fresh(now, e.Key, e.Token, nil))
 	}
 }
