@@ -98,13 +98,17 @@ func (c *independent) released(n *simNode, r msg.Release) {
 		return // never granted as far as the checker saw, or judged
 	}
 	c.barriers.released[k] = true
-	if r.Barrier == nil {
-		// No barrier stated (a Recall for a token the holder no longer
-		// knows): the home hands on the one it gave, as when a delegation
-		// expires. B1 judges the barriers holders state.
-		return
-	}
 	got := position(r.Barrier)
+	if r.Barrier == nil {
+		// No barrier stated: the home hands on the one it gave. That is
+		// right for a delegation the holder no longer holds (it answers a
+		// Recall for a token it lost, as when a delegation expires), not
+		// for one it gives back while valid after writing under it.
+		if d := c.find(r.Key, r.Token); d == nil || d.holder != c.proc(n) || !c.validAtHolder(d) {
+			return
+		}
+		got = position(inh)
+	}
 	if want := position(inh); got < want {
 		c.fail(invBarrier, "%s released %s %s with barrier %d, below the %d it inherited", n.id, r.Key, r.Token, got, want)
 		return

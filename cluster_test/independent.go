@@ -300,10 +300,10 @@ func (c *independent) sent(n *simNode, o observed) {
 			c.rounds[k] = &round{sentAt: o.at, epoch: o.env.Epoch, ok: map[msg.NodeID]bool{}}
 		}
 	case msg.Release:
+		c.released(n, b)
 		if d := c.find(b.Key, b.Token); d != nil && d.holder.node == n.idx {
 			d.over = true
 		}
-		c.released(n, b)
 	case msg.Withdraw:
 		for _, d := range c.delegs[b.Key] {
 			if d.holder == p && d.req == b.Req && !d.accepted {

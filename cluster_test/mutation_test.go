@@ -65,6 +65,7 @@ var mutations = map[string]mutationEntry{
 	"Home.ReleaseAnyToken":      {broken: []string{invHomeView, invDelegExclusion, invExclusion}, seeds: 20},
 	"Holder.IgnoreRecall":       {broken: []string{invRecall}, seeds: 20},
 	"Holder.AdmitAfterRecall":   {broken: []string{invRecall}, seeds: 20},
+	"Holder.SkipSettle":         {broken: []string{invBarrier}, seeds: 20},
 	"Holder.IgnoreRenewRefusal": {broken: []string{invRecall}, seeds: 1200},
 	// Agreement.
 	"Epoch.AdoptFirstValue":       {broken: []string{invEpochFork, invCertificate}, seeds: 20, schedule: func(seed uint64) SimConfig { return scripted(seed, lostHigherValue, nil) }},

@@ -24,3 +24,4 @@ func (*Mutations) ignoreRecall() bool         { return false }
 func (*Mutations) admitAfterRecall() bool     { return false }
 func (*Mutations) ignoreRenewRefusal() bool   { return false }
 func (*Mutations) renewAnchorAtReceipt() bool { return false }
+func (*Mutations) skipSettle() bool           { return false }

@@ -47,6 +47,10 @@ type Mutations struct {
 	// RenewAnchorAtReceipt measures a renewed lease from the RenewReply's
 	// receipt, not from the send of the Renew it echoes.
 	RenewAnchorAtReceipt bool
+	// SkipSettle releases a delegation it admitted sections under with the
+	// barrier it inherited, without running the store's barrier hook, so the
+	// successor's wait hook does not wait for those sections' writes.
+	SkipSettle bool
 }
 
 func (m *Mutations) anchorAtReceipt() bool    { return m.AnchorAtReceipt }
@@ -64,3 +68,4 @@ func (m *Mutations) ignoreRecall() bool         { return m.IgnoreRecall }
 func (m *Mutations) admitAfterRecall() bool     { return m.AdmitAfterRecall }
 func (m *Mutations) ignoreRenewRefusal() bool   { return m.IgnoreRenewRefusal }
 func (m *Mutations) renewAnchorAtReceipt() bool { return m.RenewAnchorAtReceipt }
+func (m *Mutations) skipSettle() bool           { return m.SkipSettle }

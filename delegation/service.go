@@ -247,7 +247,7 @@ func (m *Machine) sendRenew(now time.Time, key string, ks *keyState) {
 // then Release with the store's barrier. A holder that admitted nothing
 // passes on the barrier it inherited (H18).
 func (m *Machine) drain(now time.Time, key string, ks *keyState) {
-	if !ks.is(admitted) && !m.cfg.Mutations.ownBarrier() {
+	if (!ks.is(admitted) || m.cfg.Mutations.skipSettle()) && !m.cfg.Mutations.ownBarrier() {
 		m.release(now, key, ks, ks.inherited())
 		return
 	}
