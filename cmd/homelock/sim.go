@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -37,6 +38,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	trace := fs.Bool("trace", false, "print every event of the run (with --seed)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "seeds run in parallel")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the batch to this file (go tool pprof)")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -90,6 +92,20 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	)
 	next.Store(*first)
 	last := *first + uint64(*seeds)
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "homelock sim: --cpuprofile: %v\n", err)
+			return 2
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		}()
+	}
 	start := time.Now()
 	for w := 0; w < max(1, *workers); w++ {
 		wg.Add(1)
