@@ -502,6 +502,21 @@ func (n *Node) saveGossip() {
 	if !ok {
 		return
 	}
+	// This runs on every gossip round and the addresses seldom change:
+	// compare with what was saved before building anything.
+	same, k := true, 0
+	for _, mb := range l.Epoch.Members {
+		if a := m.gossipAddr[mb.ID]; a != "" && mb.ID != n.cfg.Self.ID {
+			k++
+			if s, ok := m.saved[mb.ID]; !ok || s != a {
+				same = false
+				break
+			}
+		}
+	}
+	if same && k == len(m.saved) {
+		return
+	}
 	want := make(map[msg.NodeID]string)
 	for _, mb := range l.Epoch.Members {
 		if a := m.gossipAddr[mb.ID]; a != "" && mb.ID != n.cfg.Self.ID {
