@@ -176,7 +176,8 @@ func (n *Node) Gossip(now time.Time, peers []GossipPeer) {
 // peer is the view's entry for member (node ID and store), if any.
 func (m *members) peer(member msg.Member) (GossipPeer, bool) {
 	for _, p := range m.view {
-		if p.Member.ID == member.ID && p.Member.Store == member.Store {
+		// Store first: an integer, and unequal for nearly every other peer.
+		if p.Member.Store == member.Store && p.Member.ID == member.ID {
 			return p, true
 		}
 	}
