@@ -469,6 +469,8 @@ func (s *Sim) result() Result {
 		HealedAfter: -1,
 		Epochs:      s.heal.maxEpoch,
 		EpochBudget: s.heal.budget,
+		Nodes:       s.cfg.Nodes,
+		Duration:    s.cfg.Duration,
 	}
 	if !s.heal.at.IsZero() {
 		r.HealedAfter = s.heal.at.Sub(s.heal.from)
