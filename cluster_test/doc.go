@@ -1,8 +1,10 @@
 // Package clustertest proves homelock the way each layer fails.
 //
-// The simulator (sim.go and its neighbours) drives N nodes of the real pure
+// The simulator (sim.go and its neighbours) drives 3 to 9 nodes (the seed
+// picks how many; SimConfig.Nodes, homelock sim --nodes) of the real pure
 // state machines, composed by internal/core exactly as production composes
-// them, with virtual time and one seeded RNG that decides every delay, drop,
+// them, for SimConfig.Duration (20s by default, homelock sim --duration) of
+// virtual time, with one seeded RNG that decides every delay, drop,
 // duplicate, partition, crash, pause, clock rate, membership change and
 // workload step. A run is a pure function of its seed: same seed, same trace
 // hash. Each node has a disk that keeps only what a Ready asked to sync, so a

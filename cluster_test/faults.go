@@ -180,9 +180,9 @@ func (s *Sim) randomFault() {
 }
 
 // joinNew adds a node that joins through seed's gossip address (at most 6
-// nodes in all).
+// nodes in all, or one more than the initial members in a larger cluster).
 func (s *Sim) joinNew(seed *simNode) {
-	if len(s.nodes) >= 6 || seed == nil || !seed.up() {
+	if len(s.nodes) >= max(6, s.cfg.Nodes+1) || seed == nil || !seed.up() {
 		return
 	}
 	n := s.addNode(len(s.nodes))

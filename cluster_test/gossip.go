@@ -40,7 +40,14 @@ type gossipEntry struct {
 	deadAt   time.Time
 }
 
-func gossipAddr(n *simNode) string { return "gossip:" + n.member.Addr }
+func gossipAddr(n *simNode) string {
+	// Cached: every gossip tick names every peer. A test may give a node
+	// another transport address, so the cache remembers what it is of.
+	if n.gossipOf != n.member.Addr || n.gossip == "" {
+		n.gossip, n.gossipOf = "gossip:"+n.member.Addr, n.member.Addr
+	}
+	return n.gossip
+}
 
 // up reports whether n's process runs and answers.
 func (n *simNode) up() bool { return n.core != nil && !n.paused && !n.gone }
@@ -141,9 +148,10 @@ func (s *Sim) gossipTick() {
 	}
 }
 
-// coreView is a's view as core.GossipPeer values, on a's clock.
+// coreView is a's view as core.GossipPeer values, on a's clock. The slice
+// is a's own buffer, valid until the next call (core.Node.Gossip copies it).
 func (s *Sim) coreView(a *simNode) []core.GossipPeer {
-	out := []core.GossipPeer{{Member: a.member, Gossip: gossipAddr(a), State: core.PeerAlive, Local: true}}
+	out := append(a.viewBuf[:0], core.GossipPeer{Member: a.member, Gossip: gossipAddr(a), State: core.PeerAlive, Local: true})
 	for _, e := range a.view {
 		st := core.PeerAlive
 		since := e.lastSeen
@@ -155,6 +163,7 @@ func (s *Sim) coreView(a *simNode) []core.GossipPeer {
 		}
 		out = append(out, core.GossipPeer{Member: e.member, Gossip: gossipAddr(e.peer), State: st, Since: a.local(since)})
 	}
+	a.viewBuf = out
 	return out
 }
 

@@ -31,8 +31,9 @@ const (
 // counts, not the order of lines within it.
 type independent struct {
 	s *Sim
-	// pending holds, per node, what its process observed in the current step.
-	pending map[int][]observed
+	// pending holds, per node index, what its process observed in the
+	// current step.
+	pending [][]observed
 
 	acqSent map[acqKey]time.Time // first true send time of each attempt
 	// asker is the process that sent each request: a Grant is for it, even
@@ -153,7 +154,6 @@ type deleg struct {
 func newIndependent(s *Sim) *independent {
 	return &independent{
 		s:       s,
-		pending: make(map[int][]observed),
 		acqSent: make(map[acqKey]time.Time),
 		asker:   make(map[askKey]procKey),
 		renSent: make(map[renKey]time.Time),
@@ -170,6 +170,9 @@ func newIndependent(s *Sim) *independent {
 
 // observe is core.Config.Observe for node n.
 func (c *independent) observe(n *simNode, env msg.Envelope, sent bool) {
+	for len(c.pending) <= n.idx {
+		c.pending = append(c.pending, nil)
+	}
 	c.pending[n.idx] = append(c.pending[n.idx], observed{at: c.s.now, gen: n.gen, env: env, sent: sent})
 }
 
@@ -188,8 +191,11 @@ func (c *independent) step(n *simNode, learned *epoch.Learned, events []delegati
 		c.epochs[learned.Epoch.Number] = learned.Epoch
 		c.learned[n.idx] = learnedAt{gen: n.gen, epoch: learned.Epoch}
 	}
-	obs := c.pending[n.idx]
-	c.pending[n.idx] = obs[:0]
+	var obs []observed
+	if n.idx < len(c.pending) {
+		obs = c.pending[n.idx]
+		c.pending[n.idx] = obs[:0]
+	}
 	var granted []*deleg
 	for i, o := range obs {
 		if o.gen != n.gen || c.s.stopped {

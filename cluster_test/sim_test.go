@@ -2,6 +2,10 @@ package clustertest
 
 import (
 	"flag"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"strings"
 	"testing"
 	"time"
 )
@@ -11,9 +15,21 @@ var (
 	simSeed  = flag.Uint64("sim.seed", 0, "run only this seed (replay), with its full trace")
 )
 
+// batchGC lets the heap grow for the rest of the test, as homelock sim
+// does: seeds allocate fast and keep little alive, so at the default GOGC
+// the collector takes a fifth of a run. An explicit GOGC still wins.
+func batchGC(t testing.TB) {
+	if os.Getenv("GOGC") != "" {
+		return
+	}
+	old := debug.SetGCPercent(SimGCPercent)
+	t.Cleanup(func() { debug.SetGCPercent(old) })
+}
+
 // TestSimSeeds runs seeded schedules of the real state machines under
 // faults and checks every invariant at every step.
 func TestSimSeeds(t *testing.T) {
+	batchGC(t)
 	if *simSeed != 0 {
 		cfg := DefaultSimConfig(*simSeed)
 		cfg.Trace = true
@@ -52,6 +68,7 @@ func TestSameSeedSameTrace(t *testing.T) {
 
 // TestFaultKindsExercised: over the default seeds every fault kind occurs.
 func TestFaultKindsExercised(t *testing.T) {
+	batchGC(t)
 	seen := map[string]int{}
 	for seed := uint64(1); seed <= 60; seed++ {
 		for k, v := range Run(DefaultSimConfig(seed)).Faults {
@@ -72,6 +89,7 @@ func TestFaultKindsExercised(t *testing.T) {
 // took to heal after the last fault and how many epochs the faults cost
 // (the checks themselves run in every seed: healing.go).
 func TestSimHealingBounds(t *testing.T) {
+	batchGC(t)
 	var worst time.Duration
 	var worstSeed uint64
 	epochs, budget := 0, 0
@@ -88,4 +106,56 @@ func TestSimHealingBounds(t *testing.T) {
 	}
 	t.Logf("200 seeds: healed at most %v after the heal (seed %d); %d epochs learned after the first against a budget of %d (%.2f of it)",
 		worst, worstSeed, epochs, budget, float64(epochs)/float64(budget))
+}
+
+// TestSimLongSchedule: a run longer than the default (SimConfig.Duration,
+// homelock sim --duration) keeps faulting for its first 55% and then heals,
+// on the largest cluster.
+func TestSimLongSchedule(t *testing.T) {
+	batchGC(t)
+	for _, seed := range []uint64{3, 11} {
+		cfg := DefaultSimConfig(seed)
+		cfg.Nodes, cfg.Duration = MaxSimNodes, 3*MinSimDuration
+		r := Run(cfg)
+		if r.Failed() {
+			t.Fatal(r.Report())
+		}
+		if r.HealedAfter < 0 {
+			t.Fatalf("seed %d: never healed", seed)
+		}
+		short := DefaultSimConfig(seed)
+		short.Nodes = MaxSimNodes
+		if s := Run(short); r.Events <= s.Events {
+			t.Fatalf("seed %d: %d events in %v, %d in %v: the run did not last", seed, r.Events, cfg.Duration, s.Events, short.Duration)
+		}
+	}
+}
+
+// TestSimReportReplaysConfig: a failing run's replay command carries the
+// cluster size and duration when they are not the seed's defaults.
+func TestSimReportReplaysConfig(t *testing.T) {
+	seed := uint64(5)
+	def := DefaultSimConfig(seed)
+	r := Result{Seed: seed, Nodes: def.Nodes + 1, Duration: time.Minute}
+	want := fmt.Sprintf("sim --seed 5 --nodes %d --duration 1m0s --trace", def.Nodes+1)
+	if rep := r.Report(); !strings.Contains(rep, want) || strings.Contains(rep, "go test") {
+		t.Fatalf("report does not replay the configuration (want %q):\n%s", want, rep)
+	}
+	r = Result{Seed: seed, Nodes: def.Nodes, Duration: def.Duration}
+	if rep := r.Report(); !strings.Contains(rep, "sim --seed 5 --trace") || !strings.Contains(rep, "-sim.seed=5") {
+		t.Fatalf("default configuration's replay:\n%s", rep)
+	}
+}
+
+// TestSimSizes: the default seeds cover every cluster size.
+func TestSimSizes(t *testing.T) {
+	seen := map[int]bool{}
+	for seed := uint64(1); seed <= MaxSimNodes; seed++ {
+		seen[DefaultSimConfig(seed).Nodes] = true
+	}
+	for n := MinSimNodes; n <= MaxSimNodes; n++ {
+		if !seen[n] {
+			t.Errorf("no seed in 1..%d runs %d nodes", MaxSimNodes, n)
+		}
+	}
 }

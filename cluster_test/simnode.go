@@ -39,6 +39,9 @@ type simNode struct {
 	// configured gossip seeds (Config.Join).
 	view  []*gossipEntry
 	seeds []string
+	// viewBuf backs coreView; gossip caches gossipAddr (of gossipOf).
+	viewBuf          []core.GossipPeer
+	gossip, gossipOf string
 
 	lockers map[uint64]*critical
 	nextID  uint64
@@ -58,12 +61,16 @@ type disk struct {
 	known map[msg.NodeID]string
 }
 
+// local and trueAt convert between true time and n's clock. They work in
+// Unix nanoseconds: time.Time.Sub checks for overflow with an Add and an
+// Equal, and these run several times per event. The results are those of
+// simBase.Add(...) with t.Sub(simBase), for any time within centuries.
 func (n *simNode) local(t time.Time) time.Time {
-	return simBase.Add(n.offset + time.Duration(float64(t.Sub(simBase))*n.rate))
+	return time.Unix(0, simBaseNano+int64(n.offset)+int64(float64(t.UnixNano()-simBaseNano)*n.rate))
 }
 
 func (n *simNode) trueAt(l time.Time) time.Time {
-	return simBase.Add(time.Duration(float64(l.Sub(simBase)-n.offset) / n.rate))
+	return time.Unix(0, simBaseNano+int64(float64(l.UnixNano()-simBaseNano-int64(n.offset))/n.rate))
 }
 
 func (d *disk) state() epoch.State {
@@ -216,7 +223,7 @@ func (n *simNode) armTick(s *Sim) {
 	if n.tickSeq != 0 && !at.Before(n.tickAt) {
 		return
 	}
-	e := &event{kind: evTick, node: n.idx, gen: n.gen}
+	e := s.newEvent(evTick, n.idx, n.gen)
 	s.at(at, e)
 	n.tickSeq, n.tickAt = e.seq, at
 }

@@ -66,7 +66,7 @@ func (s *Sim) scheduleLock(n *simNode, after time.Duration) {
 	if s.now.Add(after).After(simBase.Add(s.cfg.Duration - simLockStop)) {
 		return
 	}
-	s.at(s.now.Add(after), &event{kind: evLock, node: n.idx, gen: n.gen})
+	s.at(s.now.Add(after), s.newEvent(evLock, n.idx, n.gen))
 }
 
 func (s *Sim) lockStart(n *simNode, e *event) {
@@ -117,7 +117,9 @@ func (s *Sim) onEvent(n *simNode, e delegation.Event) {
 		if cs.hold > 0 {
 			d = cs.hold
 		}
-		s.at(s.now.Add(d), &event{kind: evCSWrite, node: n.idx, gen: n.gen, cs: cs})
+		ev := s.newEvent(evCSWrite, n.idx, n.gen)
+		ev.cs = cs
+		s.at(s.now.Add(d), ev)
 	case delegation.Extended:
 		if cs := n.lockers[e.Locker]; cs != nil {
 			cs.expires = e.Expires
@@ -151,7 +153,9 @@ func (s *Sim) onEvent(n *simNode, e delegation.Event) {
 			// The barrier hook returns the replica's position when it ran.
 			e.Barrier = barrierOf(n.storePos(e.Key))
 		}
-		s.at(s.now.Add(d), &event{kind: evHook, node: n.idx, gen: n.gen, hook: e})
+		ev := s.newEvent(evHook, n.idx, n.gen)
+		ev.hook = e
+		s.at(s.now.Add(d), ev)
 	}
 }
 

@@ -26,6 +26,9 @@ const (
 
 var simBase = time.Unix(1_000_000, 0)
 
+// simBaseNano is simBase in Unix nanoseconds.
+const simBaseNano = 1_000_000 * int64(time.Second)
+
 // Sim is one simulated cluster: nodes running the real state machines, a
 // hostile network, a workload and the invariant checkers, all driven by one
 // seeded RNG and virtual time.
@@ -55,6 +58,10 @@ type Sim struct {
 	hotKeys, coldKeys []string
 	// version is the protocol version nodes run (or are being upgraded to).
 	version uint32
+
+	// free holds dispatched events for reuse: a seed allocates thousands,
+	// each a few hundred bytes, and the collector was a third of a run.
+	free []*event
 
 	// blackout cuts a node's gossip (only) while set.
 	blackout map[int]bool
@@ -151,7 +158,23 @@ func (s *Sim) at(t time.Time, e *event) {
 
 // After runs f at virtual offset d from now (scripts use it).
 func (s *Sim) After(d time.Duration, f func()) {
-	s.at(s.now.Add(d), &event{kind: evFault, run: f})
+	e := s.newEvent(evFault, 0, 0)
+	e.run = f
+	s.at(s.now.Add(d), e)
+}
+
+// newEvent is a zeroed event, reused from one already dispatched when
+// there is one. An event built with &event{} is as good (run recycles it).
+func (s *Sim) newEvent(kind eventKind, node int, gen uint64) *event {
+	var e *event
+	if k := len(s.free); k > 0 {
+		e = s.free[k-1]
+		s.free = s.free[:k-1]
+	} else {
+		e = new(event)
+	}
+	e.kind, e.node, e.gen = kind, node, gen
+	return e
 }
 
 func newSim(cfg SimConfig) *Sim {
@@ -228,7 +251,10 @@ func (s *Sim) run() {
 		}
 		s.now = e.at
 		s.nEvents++
-		s.dispatch(e)
+		if !s.dispatch(e) {
+			*e = event{}
+			s.free = append(s.free, e)
+		}
 	}
 	if !s.stopped {
 		s.check.final()
@@ -238,23 +264,25 @@ func (s *Sim) run() {
 	}
 }
 
-func (s *Sim) dispatch(e *event) {
+// dispatch carries out e; it reports whether e is kept (deferred by a
+// paused process), so that run does not reuse it.
+func (s *Sim) dispatch(e *event) (kept bool) {
 	switch e.kind {
 	case evFault:
 		e.run()
-		return
+		return false
 	}
 	n := s.nodes[e.node]
 	if n.core == nil || e.gen != n.gen {
-		return // the process that scheduled it is gone
+		return false // the process that scheduled it is gone
 	}
 	if n.paused {
 		n.deferred = append(n.deferred, e)
-		return
+		return true
 	}
 	switch e.kind {
 	case evDeliver:
-		s.trace("deliver %s->%s %v", e.env.From.ID, n.id, described{e.env.Body})
+		s.traceDeliver(e.env.From.ID, n.id, e.env.Body)
 		n.apply(s, n.core.Receive(n.local(s.now), e.env))
 	case evTick:
 		if e.seq != n.tickSeq {
@@ -269,6 +297,7 @@ func (s *Sim) dispatch(e *event) {
 	case evHook:
 		s.hookDone(n, e.hook)
 	}
+	return false
 }
 
 // send puts one message on the network: dropped, duplicated, delayed or
@@ -300,7 +329,9 @@ func (s *Sim) send(from *simNode, o core.Outgoing) {
 		if d > 5*time.Millisecond {
 			s.faults["delay"]++
 		}
-		s.at(s.now.Add(d), &event{kind: evDeliver, node: to.idx, env: o.Env, gen: to.gen})
+		e := s.newEvent(evDeliver, to.idx, to.gen)
+		e.env = o.Env
+		s.at(s.now.Add(d), e)
 	}
 }
 
@@ -333,10 +364,30 @@ type traceRec struct {
 	at     time.Time
 	format string
 	args   []any
+	// A delivery, the commonest event, keeps its fields unboxed (args nil).
+	from, to msg.NodeID
+	body     msg.Body
 }
 
 func (r traceRec) String() string {
-	return fmt.Sprintf("%9.4fs "+r.format, append([]any{r.at.Sub(simBase).Seconds()}, r.args...)...)
+	args := r.args
+	if r.format == deliverFormat {
+		args = []any{r.from, r.to, described{r.body}}
+	}
+	return fmt.Sprintf("%9.4fs "+r.format, append([]any{r.at.Sub(simBase).Seconds()}, args...)...)
+}
+
+const deliverFormat = "deliver %s->%s %v"
+
+// traceDeliver is trace(deliverFormat, from, to, described{body}), with the
+// same hash, without boxing its arguments.
+func (s *Sim) traceDeliver(from, to msg.NodeID, body msg.Body) {
+	h := s.hash*1099511628211 ^ uint64(s.now.UnixNano())
+	h = mixString(h, deliverFormat)
+	h = mixString(h, string(from))
+	h = mixString(h, string(to))
+	s.hash = mixUint(h, uint64(body.Kind()))
+	s.keep(traceRec{at: s.now, format: deliverFormat, from: from, to: to, body: body})
 }
 
 // trace hashes every event (same seed, same trace) and keeps the last few.
@@ -347,7 +398,12 @@ func (s *Sim) trace(format string, args ...any) {
 		h = mixArg(h, a)
 	}
 	s.hash = h
-	rec := traceRec{at: s.now, format: format, args: args}
+	s.keep(traceRec{at: s.now, format: format, args: args})
+}
+
+// keep adds rec to the trace: all of it with SimConfig.Trace, otherwise a
+// ring of the last recentEvents.
+func (s *Sim) keep(rec traceRec) {
 	if s.cfg.Trace || len(s.recent) < recentEvents {
 		s.recent = append(s.recent, rec)
 		return
@@ -413,6 +469,8 @@ func (s *Sim) result() Result {
 		HealedAfter: -1,
 		Epochs:      s.heal.maxEpoch,
 		EpochBudget: s.heal.budget,
+		Nodes:       s.cfg.Nodes,
+		Duration:    s.cfg.Duration,
 	}
 	if !s.heal.at.IsZero() {
 		r.HealedAfter = s.heal.at.Sub(s.heal.from)

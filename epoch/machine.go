@@ -349,6 +349,11 @@ func (m *Machine) send(to msg.NodeID, body msg.Body) {
 		m.selfQ = append(m.selfQ, env)
 		return
 	}
+	if m.out.Msgs == nil && m.learned != nil {
+		// Most sends are broadcasts to the members: one allocation, not
+		// one per doubling.
+		m.out.Msgs = make([]msg.Envelope, 0, len(m.learned.Epoch.Members))
+	}
 	m.out.Msgs = append(m.out.Msgs, env)
 }
 

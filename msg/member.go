@@ -68,11 +68,22 @@ func (e Epoch) Digest() uint64 {
 
 // Member returns the member with node ID id.
 func (e Epoch) Member(id NodeID) (Member, bool) {
-	i, ok := slices.BinarySearchFunc(e.Members, id, func(m Member, id NodeID) int { return cmp.Compare(m.ID, id) })
-	if !ok {
-		return Member{}, false
+	// slices.BinarySearchFunc's search, written out: this runs several times
+	// per protocol step, and the generic call with its closure costs more
+	// than the search.
+	lo, hi := 0, len(e.Members)
+	for lo < hi {
+		h := int(uint(lo+hi) >> 1)
+		if e.Members[h].ID < id {
+			lo = h + 1
+		} else {
+			hi = h
+		}
 	}
-	return e.Members[i], true
+	if lo < len(e.Members) && e.Members[lo].ID == id {
+		return e.Members[lo], true
+	}
+	return Member{}, false
 }
 
 // Has reports whether m (node ID and store ID) is a member of e.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -33,15 +34,21 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	seeds := fs.Int("seeds", 1000, "number of seeds to run, starting at --first")
 	first := fs.Uint64("first", 1, "first seed")
 	seed := fs.Uint64("seed", 0, "run only this seed (a replay)")
-	nodes := fs.Int("nodes", 0, "initial nodes, 3 to 5 (default: varies by seed)")
+	nodes := fs.Int("nodes", 0, fmt.Sprintf("initial nodes, %d to %d (default: varies by seed)", clustertest.MinSimNodes, clustertest.MaxSimNodes))
+	duration := fs.Duration("duration", clustertest.MinSimDuration, fmt.Sprintf("simulated time per seed, at least %v (faults in its first 55%%)", clustertest.MinSimDuration))
 	trace := fs.Bool("trace", false, "print every event of the run (with --seed)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "seeds run in parallel")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the batch to this file (go tool pprof)")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	if *nodes != 0 && (*nodes < 3 || *nodes > 5) {
-		fmt.Fprintf(stderr, "homelock sim: --nodes must be 3 to 5, got %d\n", *nodes)
+	if *nodes != 0 && (*nodes < clustertest.MinSimNodes || *nodes > clustertest.MaxSimNodes) {
+		fmt.Fprintf(stderr, "homelock sim: --nodes must be %d to %d, got %d\n", clustertest.MinSimNodes, clustertest.MaxSimNodes, *nodes)
+		return 2
+	}
+	if *duration < clustertest.MinSimDuration {
+		fmt.Fprintf(stderr, "homelock sim: --duration must be at least %v, got %v\n", clustertest.MinSimDuration, *duration)
 		return 2
 	}
 	config := func(s uint64) clustertest.SimConfig {
@@ -49,6 +56,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		if *nodes != 0 {
 			c.Nodes = *nodes
 		}
+		c.Duration = *duration
 		return c
 	}
 	if *seed != 0 {
@@ -69,10 +77,10 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	}
 
 	// Schedules allocate fast and keep little alive: at the default GOGC the
-	// collector takes a third of the run. Trading memory (tens of MB) for it
-	// is right for a batch job; an explicit GOGC still wins.
+	// collector takes a third of the run. Trading memory (about 100 MB per
+	// worker) for it is right for a batch job; an explicit GOGC still wins.
 	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(400)
+		debug.SetGCPercent(clustertest.SimGCPercent)
 	}
 
 	// The bar goes to stderr, so --json still prints one object on stdout.
@@ -90,6 +98,20 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	)
 	next.Store(*first)
 	last := *first + uint64(*seeds)
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "homelock sim: --cpuprofile: %v\n", err)
+			return 2
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		}()
+	}
 	start := time.Now()
 	for w := 0; w < max(1, *workers); w++ {
 		wg.Add(1)

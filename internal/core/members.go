@@ -176,7 +176,8 @@ func (n *Node) Gossip(now time.Time, peers []GossipPeer) {
 // peer is the view's entry for member (node ID and store), if any.
 func (m *members) peer(member msg.Member) (GossipPeer, bool) {
 	for _, p := range m.view {
-		if p.Member.ID == member.ID && p.Member.Store == member.Store {
+		// Store first: an integer, and unequal for nearly every other peer.
+		if p.Member.Store == member.Store && p.Member.ID == member.ID {
 			return p, true
 		}
 	}
@@ -500,6 +501,21 @@ func (n *Node) saveGossip() {
 	m := &n.mem
 	l, _, ok := n.ep.Current()
 	if !ok {
+		return
+	}
+	// This runs on every gossip round and the addresses seldom change:
+	// compare with what was saved before building anything.
+	same, k := true, 0
+	for _, mb := range l.Epoch.Members {
+		if a := m.gossipAddr[mb.ID]; a != "" && mb.ID != n.cfg.Self.ID {
+			k++
+			if s, ok := m.saved[mb.ID]; !ok || s != a {
+				same = false
+				break
+			}
+		}
+	}
+	if same && k == len(m.saved) {
 		return
 	}
 	want := make(map[msg.NodeID]string)

@@ -84,6 +84,8 @@ type Node struct {
 
 	rd    Ready
 	local []msg.Envelope
+	// spare is flush's second buffer for local (empty between steps).
+	spare []msg.Envelope
 }
 
 // New restores a node from its durable epoch state; marker says whether the

@@ -178,8 +178,13 @@ func (n *Node) flush(now time.Time) Ready {
 		if len(n.local) == 0 {
 			break
 		}
+		// Two buffers take turns: what this batch delivers locally goes to
+		// the other, and a step allocates no queue of its own.
 		batch := n.local
-		n.local = nil
+		n.local = n.spare[:0]
+		if n.rd.Msgs == nil {
+			n.rd.Msgs = make([]Outgoing, 0, len(batch))
+		}
 		for _, env := range batch {
 			n.stamp(&env)
 			n.observe(env, true)
@@ -194,6 +199,8 @@ func (n *Node) flush(now time.Time) Ready {
 			}
 			n.rd.Msgs = append(n.rd.Msgs, Outgoing{To: to, Env: env})
 		}
+		clear(batch)
+		n.spare = batch[:0]
 	}
 	rd := n.rd
 	n.rd = Ready{}
