@@ -51,6 +51,10 @@ type Mutations struct {
 	// ReclaimLastIncOnly answers a Reclaim with the delegations of the
 	// reclaiming node's previous incarnation only (H3).
 	ReclaimLastIncOnly bool
+	// KeepAnchorsOnJump keeps the send times of outstanding attempts across
+	// a clock jump, so a Grant answering one sent before the jump anchors
+	// at a reading the jump made meaningless (H9).
+	KeepAnchorsOnJump bool
 }
 
 // EventKind says what an Event reports.
