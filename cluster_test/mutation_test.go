@@ -47,6 +47,7 @@ var mutations = map[string]mutationEntry{
 	"AcceptorNotPersisted":           {broken: []string{invEpochFork}, seeds: 50, schedule: func(seed uint64) SimConfig { return scripted(seed, forgottenAcceptance, noLearnFromN1ToN2) }},
 	"LearnedNotPersisted":            {broken: []string{invProgress, invTokenOrder, invHomeView}, seeds: 300},
 	"Home.NoRenewWhileWaited":        {broken: []string{invHeldAlive, invHandOn}, seeds: 100},
+	"Holder.KeepAnchorsOnJump":       {broken: []string{invHolderLease, invHolderFirst, invDelegExclusion, invExclusion, invTokenOrder}, seeds: 20, schedule: func(seed uint64) SimConfig { return fixedSchedule(seed, jumpedAnchor) }},
 	"Holder.RenewAtLapse":            {broken: []string{invRenewOnTime, invHeldAlive}, seeds: 100},
 }
 
@@ -149,6 +150,16 @@ func TestTwiceRestartedHomeSchedule(t *testing.T) {
 func TestLateOldGrantSchedule(t *testing.T) {
 	for seed := uint64(1); seed <= 40; seed++ {
 		if r := Run(fixedSchedule(seed, lateOldGrant)); r.Failed() {
+			t.Fatal(r.Report())
+		}
+	}
+}
+
+// TestJumpedAnchorSchedule: a Grant answering an attempt sent before a
+// clock jump is given back, not anchored at the stale reading.
+func TestJumpedAnchorSchedule(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		if r := Run(fixedSchedule(seed, jumpedAnchor)); r.Failed() {
 			t.Fatal(r.Report())
 		}
 	}

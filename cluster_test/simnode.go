@@ -21,6 +21,9 @@ type simNode struct {
 	// counting while the process is paused or down, like CLOCK_BOOTTIME.
 	rate   float64
 	offset time.Duration
+	// stalls are the suspends this clock missed (clockjump.go): empty but
+	// for clock-jump schedules.
+	stalls []clockStall
 
 	disk disk
 	core *core.Node
@@ -56,10 +59,16 @@ type disk struct {
 }
 
 func (n *simNode) local(t time.Time) time.Time {
+	if len(n.stalls) > 0 {
+		return n.stalledLocal(t)
+	}
 	return simBase.Add(n.offset + time.Duration(float64(t.Sub(simBase))*n.rate))
 }
 
 func (n *simNode) trueAt(l time.Time) time.Time {
+	if len(n.stalls) > 0 {
+		return n.stalledTrueAt(l)
+	}
 	return simBase.Add(time.Duration(float64(l.Sub(simBase)-n.offset) / n.rate))
 }
 

@@ -29,6 +29,9 @@ type critical struct {
 	// long sections outlast the delegation lease, so they live by renewal.
 	lease time.Duration
 	long  bool
+	// oneShot: a targeted acquire (harsh.go), not one of the node's
+	// lockers, so nothing follows it.
+	oneShot bool
 }
 
 // longKey is locked only by long critical sections (1 to 1.6 leases), so
@@ -133,7 +136,9 @@ func (s *Sim) onEvent(n *simNode, e delegation.Event) {
 		cs.resolved = true
 		s.check.failed(cs, e)
 		delete(n.lockers, cs.locker)
-		s.scheduleLock(n, s.think())
+		if !cs.oneShot {
+			s.scheduleLock(n, s.think())
+		}
 	case delegation.Settle, delegation.WaitFresh:
 		if e.Kind == delegation.Settle && s.now.Before(s.healedAt) && s.rng.IntN(50) == 0 {
 			s.faults["hook_hang"]++
@@ -178,7 +183,9 @@ func (s *Sim) csWrite(n *simNode, cs *critical) {
 	if rd, ok := n.core.Unlock(n.local(s.now), cs.key, cs.locker); ok {
 		n.apply(s, rd)
 	}
-	s.scheduleLock(n, s.think())
+	if !cs.oneShot {
+		s.scheduleLock(n, s.think())
+	}
 }
 
 func (s *Sim) hookDone(n *simNode, e delegation.Event) {
