@@ -12,9 +12,11 @@ import (
 func (s *Sim) scheduleFaults() {
 	s.faults["drift"]++
 	s.harsh.keep = s.rng.IntN(2) == 0
+	s.harsh.holdFrom = map[int]time.Time{}
 	if s.harsh.boundaries = s.rng.IntN(2) == 0; s.harsh.boundaries {
 		s.faults["boundary_seed"]++
 	}
+	s.startGuard()
 	t := 300 * time.Millisecond
 	phase := s.healedAt.Sub(simBase)
 	for t < phase {

@@ -41,11 +41,30 @@ type harsh struct {
 	sentBy     map[int][]oldMsg
 	sentTo     map[int][]oldMsg
 	boundaries bool
+	detained   []*detainedMsg
+	holdFrom   map[int]time.Time // detain all a node sends until then
+	// guard is the guarded store, in one seed in guardEvery (guardsim.go).
+	guard *guardStore
 }
 
 type oldMsg struct {
 	to  int
 	env msg.Envelope
+}
+
+type detainedMsg struct {
+	oldMsg
+	from int
+	done bool
+}
+
+func (s *Sim) releaseDetained(d *detainedMsg) {
+	if d.done {
+		return
+	}
+	d.done = true
+	s.faults["detained"]++
+	s.deliverOld(d.oldMsg)
 }
 
 const oldKept = 24
@@ -121,17 +140,26 @@ func (n *simNode) stalledTrueAt(l time.Time) time.Time {
 	return simBase.Add(run)
 }
 
-// keepOld remembers messages for old_replay; at Grants, in seeds that do,
-// it times acquires at the lease's ends.
-func (s *Sim) keepOld(from, to *simNode, env msg.Envelope) {
+// keepOld remembers messages for old_replay, and detains one in 30 of
+// them (it reports true: the caller does not send it): a detained
+// message arrives after its sender's or receiver's next restart by
+// old_replay, or 3 s late if none comes. At Grants, in seeds that do, it
+// times acquires at the lease's ends.
+func (s *Sim) keepOld(from, to *simNode, env msg.Envelope) (detained bool) {
 	h := &s.harsh
-	if h.keep {
+	if h.keep && keptKind(env.Body) {
 		if h.sentBy == nil {
 			h.sentBy, h.sentTo = map[int][]oldMsg{}, map[int][]oldMsg{}
 		}
 		m := oldMsg{to: to.idx, env: env}
 		h.sentBy[from.idx] = keepLast(h.sentBy[from.idx], m)
 		h.sentTo[to.idx] = keepLast(h.sentTo[to.idx], m)
+		if s.now.Before(s.harsh.holdFrom[from.idx]) || s.now.Before(s.healedAt) && s.rng.IntN(30) == 0 {
+			d := &detainedMsg{oldMsg: m, from: from.idx}
+			h.detained = append(h.detained, d)
+			s.After(3*time.Second, func() { s.releaseDetained(d) })
+			detained = true
+		}
 	}
 	if g, ok := env.Body.(msg.Grant); ok && h.boundaries && s.now.Before(s.healedAt) && s.rng.IntN(4) == 0 {
 		s.faults["boundary_acquire"]++
@@ -147,6 +175,18 @@ func (s *Sim) keepOld(from, to *simNode, env msg.Envelope) {
 			}
 		}
 	}
+	return detained
+}
+
+// keptKind: liveness rounds and their answers would crowd every other
+// message out of the kept ones; they carry a nonce, so an old one is
+// refused anyway.
+func keptKind(b msg.Body) bool {
+	switch b.(type) {
+	case msg.Renewal, msg.RenewalAnswer:
+		return false
+	}
+	return true
 }
 
 func keepLast(l []oldMsg, m oldMsg) []oldMsg {
@@ -205,20 +245,10 @@ func (s *Sim) harshFault(k int, upTo func(time.Duration) time.Duration) {
 		}
 		s.faults["old_replay"]++
 		s.budget(2)
-		byOld := append([]oldMsg(nil), s.harsh.sentBy[n.idx]...)
-		toOld := append([]oldMsg(nil), s.harsh.sentTo[n.idx]...)
-		s.crash(n)
-		back := 20*time.Millisecond + time.Duration(s.rng.Int64N(int64(400*time.Millisecond)))
-		s.After(back, func() { s.restart(n) })
-		for _, m := range append(byOld, toOld...) {
-			if s.rng.IntN(3) != 0 {
-				continue
-			}
-			for c := 0; c < 1+s.rng.IntN(2); c++ {
-				at := back + time.Duration(s.rng.Int64N(int64(1500*time.Millisecond)))
-				s.After(at, func() { s.deliverOld(m) })
-			}
-		}
+		// Everything n sends for a moment stays in flight; then n crashes.
+		hold := time.Duration(s.rng.Int64N(int64(150 * time.Millisecond)))
+		s.harsh.holdFrom[n.idx] = s.now.Add(hold)
+		s.After(hold, func() { s.oldReplay(n) })
 	case 4: // epoch changes in quick succession during the gates
 		s.gateEpochs()
 	case 5, 6: // a busy cut-off minority
@@ -276,6 +306,38 @@ func jumpedAnchor(s *Sim) {
 		s.stallSuspend(s.Node("n2"), simLease+simSkew+500*time.Millisecond)
 	})
 	s.After(at+simLease+simSkew+100*time.Millisecond, func() { s.LockKey("n3", key) })
+}
+
+// oldReplay crashes n and restarts it; then what was in flight from or
+// to its old process arrives, and copies of messages it sent and received
+// before, reordered and some twice.
+func (s *Sim) oldReplay(n *simNode) {
+	delete(s.harsh.holdFrom, n.idx)
+	byOld := append([]oldMsg(nil), s.harsh.sentBy[n.idx]...)
+	toOld := append([]oldMsg(nil), s.harsh.sentTo[n.idx]...)
+	s.crash(n)
+	back := 20*time.Millisecond + time.Duration(s.rng.Int64N(int64(400*time.Millisecond)))
+	s.After(back, func() { s.restart(n) })
+	var keep []*detainedMsg
+	for _, d := range s.harsh.detained {
+		if d.done {
+			continue
+		}
+		keep = append(keep, d)
+		if d.from == n.idx || d.to == n.idx {
+			s.After(back+time.Duration(s.rng.Int64N(int64(600*time.Millisecond))), func() { s.releaseDetained(d) })
+		}
+	}
+	s.harsh.detained = keep
+	for _, m := range append(byOld, toOld...) {
+		if s.rng.IntN(3) != 0 {
+			continue
+		}
+		for c := 0; c < 1+s.rng.IntN(2); c++ {
+			at := back + time.Duration(s.rng.Int64N(int64(1500*time.Millisecond)))
+			s.After(at, func() { s.deliverOld(m) })
+		}
+	}
 }
 
 // deliverOld delivers a kept message to its destination's current process.

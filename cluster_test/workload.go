@@ -177,6 +177,9 @@ func (s *Sim) csWrite(n *simNode, cs *critical) {
 			s.trace("stale write refused %s %s %s", n.id, cs.key, cs.token)
 		}
 	}
+	if g := s.harsh.guard; g != nil && cs.readOK && !s.stopped {
+		g.write(cs) // valid or not: the Guard decides by the token alone
+	}
 	s.check.closeCS(cs)
 	s.check.ended(cs)
 	delete(n.lockers, cs.locker)

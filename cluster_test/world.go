@@ -284,7 +284,9 @@ func (s *Sim) send(from *simNode, o core.Outgoing) {
 		s.faults["filtered"]++
 		return
 	}
-	s.keepOld(from, to, o.Env)
+	if s.keepOld(from, to, o.Env) {
+		return // detained: it arrives late (harsh.go)
+	}
 	if s.net.blocked(from.idx, to.idx) {
 		s.faults["partition_drop"]++
 		return
