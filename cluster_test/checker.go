@@ -123,12 +123,19 @@ func (c *checker) lockStarted(cs *critical, deadline time.Time) {
 		c.bump(c.asked, cs.key, cs.node.id)
 	}
 	gen := cs.node.gen
-	c.s.at(deadline.Add(4*simRetry), &event{kind: evFault, run: func() {
+	local := cs.node.local(deadline) // the deadline is on the node's clock
+	var check func()
+	check = func() {
 		if cs.resolved || cs.node.gen != gen || cs.node.core == nil || cs.node.paused {
 			return
 		}
+		if end := cs.node.trueAt(local).Add(4 * simRetry); end.After(c.s.now) {
+			c.s.at(end, &event{kind: evFault, run: check}) // its clock stalled meanwhile
+			return
+		}
 		c.fail(invNoHang, "%s locker %d on %s neither admitted nor failed by its deadline", cs.node.id, cs.locker, cs.key)
-	}})
+	}
+	c.s.at(deadline.Add(4*simRetry), &event{kind: evFault, run: check})
 }
 
 func (c *checker) bump(m map[string]map[msg.NodeID]int, key string, id msg.NodeID) {

@@ -33,9 +33,23 @@
 //     waited out by every other node until it starts again;
 //   - L7 once healed, a holder asks to renew a delegation in use at half
 //     its lease, not later.
+//   - G3/G4 in one seed in eight, every section's write goes through a
+//     fence.Guard on Pebble on a crashable MemFS, valid handle or not; the
+//     store crashes and drops unsynced data: the Guard never accepts a
+//     token not above one it acknowledged, and every acknowledged write and
+//     receipt survives (guardsim.go);
 //   - M1 membership heals: after the last fault every node is a member of
 //     one agreed epoch, lockable and live, within a stated bound; M2 the
 //     epochs learned stay within each fault's budget (healing.go).
+//
+// Besides the broad faults (crashes, pauses, partitions, a lossy network,
+// joins, leaves, upgrades, proposal duels), harsh.go aims at single
+// rules: clock rates exactly at the drift bound, suspends the lease clock
+// misses (ClockJump on resume) and suspends it counts (messages before the
+// first tick), delays of seconds, old messages across restarts in both
+// directions, epoch changes in quick succession over the gates, a cut-off
+// minority busy on its own keys until its liveness ends, and acquires
+// timed at lease and liveness expiry instants.
 //
 // Membership is decided by the production code (internal/core members.go)
 // over a model of memberlist (gossip.go): the simulator carries out the

@@ -11,6 +11,12 @@ import (
 // phase, then heals everything and keeps membership whole.
 func (s *Sim) scheduleFaults() {
 	s.faults["drift"]++
+	s.harsh.keep = s.rng.IntN(2) == 0
+	s.harsh.holdFrom = map[int]time.Time{}
+	if s.harsh.boundaries = s.rng.IntN(2) == 0; s.harsh.boundaries {
+		s.faults["boundary_seed"]++
+	}
+	s.startGuard()
 	t := 300 * time.Millisecond
 	phase := s.healedAt.Sub(simBase)
 	for t < phase {
@@ -31,7 +37,12 @@ func (s *Sim) randomFault() {
 		d = time.Duration(s.rng.Int64N(int64(d))) + 50*time.Millisecond
 		return min(d, remaining)
 	}
-	switch s.rng.IntN(14) {
+	k := s.rng.IntN(14 + harshKinds)
+	if k >= 14 {
+		s.harshFault(k-14, upTo)
+		return
+	}
+	switch k {
 	case 0: // partition one node from the rest, both ways or one way
 		n := s.randomNode()
 		s.budget(2)

@@ -149,6 +149,9 @@ type deleg struct {
 	recalled     bool
 	admits       int
 	beforeRecall int
+	// dropped: the driver told its holder of a clock jump (harsh.go), which
+	// ends every delegation the holder holds; its home does not know.
+	dropped bool
 }
 
 func newIndependent(s *Sim) *independent {
@@ -280,7 +283,7 @@ func (c *independent) liveAtHome(d *deleg) bool {
 
 // validAtHolder: the holder's process accepted it and may use it now.
 func (c *independent) validAtHolder(d *deleg) bool {
-	if !d.accepted || d.over || !c.alive(d.holder) {
+	if !d.accepted || d.over || d.dropped || !c.alive(d.holder) {
 		return false
 	}
 	return c.s.nodes[d.holder.node].local(c.s.now).Before(d.holderEnd)

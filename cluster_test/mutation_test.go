@@ -47,7 +47,8 @@ var mutations = map[string]mutationEntry{
 	"IncarnationNotPersisted":        {broken: []string{invHomeView, invTokenOrder, invExclusion, invDelegExclusion}, seeds: 100},
 	"AcceptorNotPersisted":           {broken: []string{invEpochFork}, seeds: 50, schedule: func(seed uint64) SimConfig { return scripted(seed, forgottenAcceptance, noLearnFromN1ToN2) }},
 	"LearnedNotPersisted":            {broken: []string{invProgress, invTokenOrder, invHomeView}, seeds: 300},
-	"Home.NoRenewWhileWaited":        {broken: []string{invHeldAlive, invHandOn}, seeds: 100},
+	"Home.NoRenewWhileWaited":        {broken: []string{invHeldAlive, invHandOn}, seeds: 300},
+	"Holder.KeepAnchorsOnJump":       {broken: []string{invHolderLease, invHolderFirst, invDelegExclusion, invExclusion, invTokenOrder}, seeds: 20, schedule: func(seed uint64) SimConfig { return fixedSchedule(seed, jumpedAnchor) }},
 	"Holder.RenewAtLapse":            {broken: []string{invRenewOnTime, invHeldAlive}, seeds: 100},
 
 	// Lease and liveness arithmetic.

@@ -13,6 +13,9 @@ type network struct {
 	dup  float64
 	// slow widens the delay distribution, which also reorders messages.
 	slow bool
+	// long, when set, holds one message in eight for up to long (seconds:
+	// a congested or retrying link).
+	long time.Duration
 }
 
 func newNetwork() network { return network{cut: make(map[[2]int]bool)} }
@@ -26,10 +29,13 @@ func (n *network) delay(r *rand.Rand) time.Duration {
 	if n.slow && r.IntN(4) == 0 {
 		d += time.Duration(r.Int64N(int64(150 * time.Millisecond)))
 	}
+	if n.long > 0 && r.IntN(8) == 0 {
+		d += time.Duration(r.Int64N(int64(n.long)))
+	}
 	return d
 }
 
 func (n *network) heal() {
 	clear(n.cut)
-	n.drop, n.dup, n.slow = 0, 0, false
+	n.drop, n.dup, n.slow, n.long = 0, 0, false, 0
 }

@@ -110,3 +110,13 @@ func TestStaleDrainedSchedule(t *testing.T) {
 		}
 	}
 }
+
+// TestJumpedAnchorSchedule: a Grant answering an attempt sent before a
+// clock jump is given back, not anchored at the stale reading.
+func TestJumpedAnchorSchedule(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		if r := Run(fixedSchedule(seed, jumpedAnchor)); r.Failed() {
+			t.Fatal(r.Report())
+		}
+	}
+}

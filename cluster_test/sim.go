@@ -138,6 +138,7 @@ func (r Result) Report() string {
 // Run executes one seeded schedule and checks every invariant as it goes.
 func Run(cfg SimConfig) Result {
 	s := newSim(cfg)
+	defer s.harsh.guard.close()
 	s.run()
 	return s.result()
 }

@@ -78,7 +78,9 @@ func TestFaultKindsExercised(t *testing.T) {
 	for _, k := range []string{"crash", "restart", "pause", "partition", "partition_oneway", "partition_group",
 		"agreed_down", "drop", "duplicate", "delay", "join", "leave", "drift", "hook_hang",
 		"crash_after_promise", "proposal_duel", "rolling_upgrade", "gossip_blackout", "partition_repeated",
-		"gossip_join", "pause_short"} {
+		"gossip_join", "pause_short",
+		"drift_bound", "clock_jump", "suspend", "delay_seconds", "old_replay", "gate_epochs",
+		"minority_busy", "boundary_acquire"} {
 		if seen[k] == 0 {
 			t.Errorf("fault %q never happened in 60 seeds", k)
 		}

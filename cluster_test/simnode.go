@@ -21,6 +21,9 @@ type simNode struct {
 	// counting while the process is paused or down, like CLOCK_BOOTTIME.
 	rate   float64
 	offset time.Duration
+	// stalls are the suspends this clock missed (clockjump.go): empty but
+	// for clock-jump schedules.
+	stalls []clockStall
 
 	disk disk
 	core *core.Node
@@ -66,10 +69,16 @@ type disk struct {
 // Equal, and these run several times per event. The results are those of
 // simBase.Add(...) with t.Sub(simBase), for any time within centuries.
 func (n *simNode) local(t time.Time) time.Time {
+	if len(n.stalls) > 0 {
+		return n.stalledLocal(t)
+	}
 	return time.Unix(0, simBaseNano+int64(n.offset)+int64(float64(t.UnixNano()-simBaseNano)*n.rate))
 }
 
 func (n *simNode) trueAt(l time.Time) time.Time {
+	if len(n.stalls) > 0 {
+		return n.stalledTrueAt(l)
+	}
 	return time.Unix(0, simBaseNano+int64(float64(l.UnixNano()-simBaseNano-int64(n.offset))/n.rate))
 }
 

@@ -30,6 +30,9 @@ type critical struct {
 	long  bool
 	// hold, when set, is how long the section runs (fixed schedules).
 	hold time.Duration
+	// oneShot: a targeted acquire (harsh.go), not one of the node's
+	// lockers, so nothing follows it.
+	oneShot bool
 }
 
 // longKey is locked only by long critical sections (1 to 1.6 leases), so
@@ -139,7 +142,9 @@ func (s *Sim) onEvent(n *simNode, e delegation.Event) {
 		cs.resolved = true
 		s.check.failed(cs, e)
 		delete(n.lockers, cs.locker)
-		s.scheduleLock(n, s.think())
+		if !cs.oneShot {
+			s.scheduleLock(n, s.think())
+		}
 	case delegation.Settle, delegation.WaitFresh:
 		if e.Kind == delegation.Settle && s.now.Before(s.healedAt) && s.rng.IntN(50) == 0 {
 			s.faults["hook_hang"]++
@@ -189,13 +194,18 @@ func (s *Sim) csWrite(n *simNode, cs *critical) {
 			s.trace("stale write refused %s %s %s", n.id, cs.key, cs.token)
 		}
 	}
+	if g := s.harsh.guard; g != nil && cs.readOK && !s.stopped {
+		g.write(cs) // valid or not: the Guard decides by the token alone
+	}
 	s.check.closeCS(cs)
 	s.check.ended(cs)
 	delete(n.lockers, cs.locker)
 	if rd, ok := n.core.Unlock(n.local(s.now), cs.key, cs.locker); ok {
 		n.apply(s, rd)
 	}
-	s.scheduleLock(n, s.think())
+	if !cs.oneShot {
+		s.scheduleLock(n, s.think())
+	}
 }
 
 func (s *Sim) hookDone(n *simNode, e delegation.Event) {

@@ -67,6 +67,8 @@ type Sim struct {
 	blackout map[int]bool
 	// heal is the healing check's bookkeeping (healing.go).
 	heal healing
+	// harsh is the targeted faults' state (harsh.go).
+	harsh harsh
 }
 
 type eventKind uint8
@@ -233,7 +235,7 @@ func (s *Sim) addNode(i int) *simNode {
 	n := &simNode{
 		idx:    i,
 		id:     msg.NodeID(fmt.Sprintf("n%d", i+1)),
-		rate:   1 + (s.rng.Float64()-0.5)*simDrift,
+		rate:   s.clockRate(),
 		offset: time.Duration(s.rng.Int64N(int64(time.Hour))),
 		disk:   disk{store: s.rng.Uint64() | 1, acceptor: map[uint64]epoch.AcceptorRecord{}, markers: map[uint64]bool{}},
 	}
@@ -310,6 +312,9 @@ func (s *Sim) send(from *simNode, o core.Outgoing) {
 	if f := s.cfg.Filter; f != nil && s.now.Before(s.healedAt) && !f(from.id, to.id, o.Env) {
 		s.faults["filtered"]++
 		return
+	}
+	if s.keepOld(from, to, o.Env) {
+		return // detained: it arrives late (harsh.go)
 	}
 	if s.net.blocked(from.idx, to.idx) {
 		s.faults["partition_drop"]++

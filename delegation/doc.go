@@ -44,7 +44,8 @@
 //   - L4 barriers never go backwards: a holder that admitted nothing passes on
 //     the barrier it inherited (H18); a hook completion for another token is
 //     dropped and a failed hook sends no Release (H20).
-//   - L5 a clock jump drops every held delegation at once (H9).
+//   - L5 a clock jump drops every held delegation at once, and a Grant
+//     answering an attempt sent before it is given back unused (H9).
 //   - L6 held while alive: a running critical section renews its delegation
 //     at half the lease, recalled or contended or not, until it ends; only
 //     its own lease (WithLease), a refused renewal (the key moved, this node

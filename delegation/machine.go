@@ -178,12 +178,21 @@ func (m *Machine) HeldKeys() []string {
 }
 
 // ClockJump drops every delegation this node holds at once: its clock can no
-// longer be trusted to expire them before their homes do (H9).
+// longer be trusted to expire them before their homes do (H9). For the same
+// reason it forgets when its outstanding requests' attempts were sent: a
+// Grant answering one of them would anchor its lease at a reading taken
+// before the jump, so it is used as unanchored (given back) and the request
+// asks again.
 func (m *Machine) ClockJump(now time.Time) {
 	for _, key := range m.keys.Keys() {
-		if ks := m.keys.Get(key); ks != nil && ks.phase == held {
+		ks := m.keys.Get(key)
+		switch {
+		case ks == nil:
+		case ks.phase == held:
 			m.lose(now, ks, key, "clock jump")
 			m.service(now, key, ks)
+		case ks.phase == requested && !m.cfg.Mutations.keepAnchorsOnJump():
+			ks.edit().attempts = attemptLog{}
 		}
 	}
 }

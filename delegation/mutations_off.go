@@ -25,3 +25,4 @@ func (*Mutations) admitAfterRecall() bool     { return false }
 func (*Mutations) ignoreRenewRefusal() bool   { return false }
 func (*Mutations) renewAnchorAtReceipt() bool { return false }
 func (*Mutations) skipSettle() bool           { return false }
+func (*Mutations) keepAnchorsOnJump() bool    { return false }

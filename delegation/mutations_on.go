@@ -35,6 +35,10 @@ type Mutations struct {
 	// LeaseNoDrift measures leases without shortening them by MaxDrift, so a
 	// holder whose clock runs slow outlives its home's view.
 	LeaseNoDrift bool
+	// KeepAnchorsOnJump keeps the send times of outstanding attempts across
+	// a clock jump, so a Grant answering one sent before the jump anchors
+	// at a reading the jump made meaningless (H9).
+	KeepAnchorsOnJump bool
 	// IgnoreRecall ignores a Recall that arrives while a critical section
 	// runs: the holder keeps admitting its queued lockers.
 	IgnoreRecall bool
@@ -69,3 +73,4 @@ func (m *Mutations) admitAfterRecall() bool     { return m.AdmitAfterRecall }
 func (m *Mutations) ignoreRenewRefusal() bool   { return m.IgnoreRenewRefusal }
 func (m *Mutations) renewAnchorAtReceipt() bool { return m.RenewAnchorAtReceipt }
 func (m *Mutations) skipSettle() bool           { return m.SkipSettle }
+func (m *Mutations) keepAnchorsOnJump() bool    { return m.KeepAnchorsOnJump }
