@@ -98,13 +98,22 @@ func (c *independent) released(n *simNode, r msg.Release) {
 		return // never granted as far as the checker saw, or judged
 	}
 	c.barriers.released[k] = true
+	d := c.find(r.Key, r.Token)
+	if d == nil || !c.liveAtHome(d) {
+		// No home can still hand this barrier on as a clean handoff's: the
+		// delegation expired at its home, or its holder's process is gone
+		// (this Release answers a Grant or Recall that outlived it), and
+		// after an expiry or a holder's crash only exclusion is promised,
+		// not freshness (docs/design.md, Successor freshness).
+		return
+	}
 	got := position(r.Barrier)
 	if r.Barrier == nil {
 		// No barrier stated: the home hands on the one it gave. That is
 		// right for a delegation the holder no longer holds (it answers a
 		// Recall for a token it lost, as when a delegation expires), not
 		// for one it gives back while valid after writing under it.
-		if d := c.find(r.Key, r.Token); d == nil || d.holder != c.proc(n) || !c.validAtHolder(d) {
+		if d.holder != c.proc(n) || !c.validAtHolder(d) {
 			return
 		}
 		got = position(inh)

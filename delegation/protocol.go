@@ -17,6 +17,18 @@ func (m *Machine) Grant(now time.Time, env msg.Envelope, g msg.Grant) {
 	if ks != nil && ks.phase == held && m.dtok(ks).Is(g.Token) {
 		return // a duplicate of what we hold
 	}
+	if ks != nil && ks.last().token == g.Token {
+		// A duplicate of a delegation this process held and ended: answer
+		// as its end did (a Recall likewise). Giving it back with the
+		// Grant's barrier would hand on one older than the writes made
+		// under it, and one lost without a Release (expired, clock jump)
+		// the home must wait out, not hear of early.
+		m.stats.Unused++
+		if l := ks.last(); l.sent {
+			m.send(env.From.ID, msg.Release{Key: g.Key, Token: g.Token, Barrier: l.barrier})
+		}
+		return
+	}
 	if ks == nil || ks.phase != requested || ks.more().req != g.Req {
 		m.stats.Unused++
 		m.send(env.From.ID, msg.Release{Key: g.Key, Token: g.Token, Barrier: g.Barrier})

@@ -68,3 +68,40 @@ func TestIdleKeepsLittle(t *testing.T) {
 		t.Fatalf("idle after a handoff: extra %+v, want the last release only", ks.x)
 	}
 }
+
+// TestDuplicateGrantOfLostDelegation: a duplicate Grant of a delegation the
+// holder lost without a Release (here to a clock jump) draws no Release,
+// and one of a delegation it released draws that Release again: giving it
+// back with the Grant's own barrier would hand on one older than the writes
+// made under it, and the home must wait a lost delegation out.
+func TestDuplicateGrantOfLostDelegation(t *testing.T) {
+	self := msg.Member{ID: "n1", Store: 1, Addr: "n1", Version: 1}
+	env := msg.Envelope{From: self, FromInc: 1}
+	tok := fence.Token{Epoch: 1, Incarnation: 1, Counter: 1}
+	grant := func() msg.Grant {
+		return msg.Grant{Key: "k", Token: tok, Lease: time.Hour, Barrier: []byte("b0")}
+	}
+	t.Run("lost", func(t *testing.T) {
+		m, now := heldMachine(t, "k")
+		m.ClockJump(now)
+		m.Ready()
+		m.Grant(now, env, grant())
+		if out := m.Ready(); len(out.Msgs) != 0 {
+			t.Fatalf("duplicate Grant of a lost delegation sent %+v, want nothing", out.Msgs)
+		}
+	})
+	t.Run("released", func(t *testing.T) {
+		m, now := heldMachine(t, "k")
+		m.Recall(now, env, msg.Recall{Key: "k", Token: tok})
+		m.Settled(now, "k", tok, []byte("b1"), nil)
+		m.Ready()
+		m.Grant(now, env, grant())
+		out := m.Ready()
+		if len(out.Msgs) != 1 {
+			t.Fatalf("duplicate Grant of a released delegation sent %+v, want its Release again", out.Msgs)
+		}
+		if r, ok := out.Msgs[0].Body.(msg.Release); !ok || r.Token != tok || string(r.Barrier) != "b1" {
+			t.Fatalf("duplicate Grant answered with %+v, want the Release with barrier b1", out.Msgs[0].Body)
+		}
+	})
+}
