@@ -247,31 +247,6 @@ func (m *Machine) sendAcquireQueued(now time.Time, key string, ks *keyState, que
 	x.attemptN++
 	x.attempts.record(x.attemptN, now)
 	m.send(x.target.ID, msg.Acquire{Key: key, Req: x.req, Attempt: x.attemptN, Lease: m.cfg.Lease, Queued: queued})
-	if queued {
-		m.releaseAfter(key, x.target.ID)
-	}
-}
-
-// releaseAfter moves this step's Release of key to home behind the Acquire
-// just queued for it. The home then queues the new request before it frees
-// the key, so the successor's grant is contended (it drains after one
-// critical section) instead of being recalled by the Acquire that would
-// have followed it: a Recall and a Wait fewer per handoff between two
-// nodes. Only the order of these two messages to one home changes;
-// nothing is admitted in between (docs/design.md, "The hot-key handoff").
-func (m *Machine) releaseAfter(key string, home msg.NodeID) {
-	msgs := m.out.Msgs
-	last := len(msgs) - 1
-	for i := last - 1; i >= 0; i-- {
-		if r, ok := msgs[i].Body.(msg.Release); ok && r.Key == key {
-			if msgs[i].To == home {
-				rel := msgs[i]
-				copy(msgs[i:], msgs[i+1:])
-				msgs[last] = rel
-			}
-			return
-		}
-	}
 }
 
 func (m *Machine) sendRenew(now time.Time, key string, ks *keyState) {
