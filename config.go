@@ -20,7 +20,10 @@ import (
 // advertise it (memberlist metadata and the epoch's Caps); versions match
 // exactly or not at all, and a cluster-scope Lock fails closed with
 // ErrLockUnavailable while the epoch's members disagree.
-const ProtocolVersion uint32 = 1
+//
+// v2: Acquire.Queued (docs/design.md, "The hot-key handoff"), a field a v1
+// decoder refuses.
+const ProtocolVersion uint32 = 2
 
 // skewMargin is what Validate adds to the drift term of the Skew bound: room
 // for scheduling and the time between reading a clock and acting on it.

@@ -40,11 +40,7 @@ func (n *Node) apply(now time.Time, rd core.Ready) {
 			return
 		}
 	}
-	for _, o := range rd.Msgs {
-		if err := n.tr.Send(o.To, o.Env); err != nil && !errors.Is(err, transport.ErrClosed) {
-			n.log.Warn("send failed", "to", o.To.ID, "kind", o.Env.Body.Kind(), "err", err)
-		}
-	}
+	n.send(rd.Msgs)
 	if rd.Learned != nil {
 		n.noteEpoch()
 	}
@@ -53,6 +49,30 @@ func (n *Node) apply(now time.Time, rd core.Ready) {
 		n.deliver(now, e)
 	}
 	n.rearm()
+}
+
+// send hands a step's messages to the transport, those for one peer as one
+// batch (one stream frame), each peer's in the order the step made them.
+func (n *Node) send(msgs []core.Outgoing) {
+	var done []bool
+	if len(msgs) > 1 {
+		done = make([]bool, len(msgs))
+	}
+	for i, o := range msgs {
+		if done != nil && done[i] {
+			continue // in an earlier message's batch
+		}
+		envs := []msg.Envelope{o.Env}
+		for j := i + 1; j < len(msgs); j++ {
+			if !done[j] && msgs[j].To.ID == o.To.ID {
+				envs = append(envs, msgs[j].Env)
+				done[j] = true
+			}
+		}
+		if err := transport.SendAll(n.tr, o.To, envs); err != nil && !errors.Is(err, transport.ErrClosed) {
+			n.log.Warn("send failed", "to", o.To.ID, "kind", o.Env.Body.Kind(), "batch", len(envs), "err", err)
+		}
+	}
 }
 
 // fail stops the node after a store failure (mu held).

@@ -11,7 +11,8 @@ import (
 	"github.com/homelock/homelock/transport"
 )
 
-// TestForgedVersionRefused: n3 runs protocol v1 while n1 and n2 run v2. A
+// TestForgedVersionRefused: n3 runs this build's protocol version v while n1
+// and n2 run v+1 (here v1 and v2 stand for them). A
 // requester that sends as n3 but claims v2 in its messages (it forges the
 // version, it does not run v2) is refused by the home, which checks the
 // version the epoch records for n3, not the one the message claims; it is
@@ -25,11 +26,11 @@ func TestForgedVersionRefused(t *testing.T) {
 			return net.Endpoint(self, h)
 		})
 		if cfg.NodeID != "n3" {
-			testhooks.SetProtocolVersion(cfg, 2)
+			testhooks.SetProtocolVersion(cfg, ProtocolVersion+1)
 		}
 	})
 	home := c.nodes[0]
-	require.Eventually(t, func() bool { return version(home, "n3") == 1 && version(home, "n1") == 2 },
+	require.Eventually(t, func() bool { return version(home, "n3") == ProtocolVersion && version(home, "n1") == ProtocolVersion+1 },
 		10*time.Second, 10*time.Millisecond, "the epoch never recorded n3 at v1 and n1 at v2")
 
 	home.mu.Lock()
@@ -40,14 +41,14 @@ func TestForgedVersionRefused(t *testing.T) {
 	n1, _ := l.Epoch.Member("n1")
 	key := c.keyHomedAt(0, "forged")
 
-	forger, err := net.Endpoint(msg.Member{ID: "forger", Store: 99, Version: 2}, func(msg.Envelope) {})
+	forger, err := net.Endpoint(msg.Member{ID: "forger", Store: 99, Version: ProtocolVersion + 1}, func(msg.Envelope) {})
 	require.NoError(t, err)
 	defer forger.Close()
 	forged := n3
-	forged.Version = 2
+	forged.Version = ProtocolVersion + 1
 	before := home.Stats()
 	require.NoError(t, forger.Send(n1, msg.Envelope{
-		From: forged, FromInc: 1, To: "n1", Epoch: l.Epoch.Number, Digest: l.Epoch.Digest(), Version: 2,
+		From: forged, FromInc: 1, To: "n1", Epoch: l.Epoch.Number, Digest: l.Epoch.Digest(), Version: ProtocolVersion + 1,
 		Body: msg.Acquire{Key: key, Req: msg.RequestID{Inc: 1, Seq: 1 << 40}, Attempt: 1},
 	}))
 	require.Eventually(t, func() bool { return home.Stats().Refused > before.Refused },

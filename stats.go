@@ -41,6 +41,7 @@ type Stats struct {
 	ByKind         map[string]transport.KindStats
 	Dropped        uint64 // full peer queues
 	Lost           uint64 // failed streams
+	Frames         uint64 // stream writes; Sent.Msgs / Frames envelopes each
 }
 
 // Stats returns the node's counters; it is cheap enough to scrape often.
@@ -59,7 +60,7 @@ func (n *Node) Stats() Stats {
 	s.ClockJumps = n.clockJumps.Load()
 	if n.tr != nil {
 		ts := n.tr.Stats()
-		s.Sent, s.Received, s.Dropped, s.Lost = ts.Sent, ts.Received, ts.Dropped, ts.Lost
+		s.Sent, s.Received, s.Dropped, s.Lost, s.Frames = ts.Sent, ts.Received, ts.Dropped, ts.Lost, ts.Frames
 		s.ByKind = make(map[string]transport.KindStats, len(ts.ByKind))
 		for k, v := range ts.ByKind {
 			s.ByKind[k.String()] = v

@@ -13,7 +13,8 @@ import (
 	"github.com/homelock/homelock/internal/testhooks"
 )
 
-// TestRollingUpgrade: a 3-node cluster upgrades from protocol v1 to v2 one
+// TestRollingUpgrade: a 3-node cluster upgrades from this build's protocol
+// version to the next (v1 and v2 below stand for them) one
 // node at a time. Before, cluster locks work; from the first upgraded node
 // until the epoch carries v2 for every member, every cluster-scope Lock on
 // every node fails with ErrLockUnavailable at once, while node-scope locks
@@ -54,14 +55,14 @@ func TestRollingUpgrade(t *testing.T) {
 		// entry is stale (a clean Close would leave the epoch first).
 		require.NoError(t, c.nodes[i].Close(killed()))
 		cfg := c.cfgs[i]
-		testhooks.SetProtocolVersion(&cfg, 2)
+		testhooks.SetProtocolVersion(&cfg, ProtocolVersion+1)
 		n, err := Open(ctx, cfg)
 		require.NoError(t, err, "reopen node %d at v2", i)
 		c.nodes[i], c.cfgs[i] = n, cfg
 		// Wait until every node's epoch records node i at v2.
 		require.Eventually(t, func() bool {
 			for _, m := range c.nodes {
-				if version(m, c.cfgs[i].NodeID) != 2 {
+				if version(m, c.cfgs[i].NodeID) != ProtocolVersion+1 {
 					return false
 				}
 			}

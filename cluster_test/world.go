@@ -494,7 +494,7 @@ func (d described) String() string { return describe(d.b) }
 func describe(b msg.Body) string {
 	switch m := b.(type) {
 	case msg.Acquire:
-		return fmt.Sprintf("acquire %s req=%v#%d", m.Key, m.Req, m.Attempt)
+		return fmt.Sprintf("acquire %s req=%v#%d queued=%v", m.Key, m.Req, m.Attempt, m.Queued)
 	case msg.Grant:
 		return fmt.Sprintf("grant %s %s req=%v#%d lease=%v recalled=%v contended=%v", m.Key, m.Token, m.Req, m.Attempt, m.Lease, m.Recalled, m.Contended)
 	case msg.Release:

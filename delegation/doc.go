@@ -51,7 +51,9 @@
 //     its own lease (WithLease), a refused renewal (the key moved, this node
 //     left the epoch) or a silent home end it early. A recalled delegation
 //     admits nothing new: local lockers queue and ask the home again, behind
-//     the remote waiters, once it drains.
+//     the remote waiters, once it drains: that Acquire, sent in the same
+//     step as the Release, says Queued and no Wait answers it
+//     (docs/design.md, "The hot-key handoff").
 //   - L7 every admission schedules the renewal at half the delegation's
 //     lease (an idle delegation's own wake-up is its lapse release, too late
 //     for a section admitted on it), so a section never depends on a

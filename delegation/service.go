@@ -50,6 +50,7 @@ func (m *Machine) service(now time.Time, key string, ks *keyState) {
 	if ks.phase == idle && len(ks.queue()) > 0 {
 		m.request(now, key, ks)
 	}
+	ks.set(handedOn, false)
 	ks.trim()
 	m.reschedule(now, key, ks)
 }
@@ -216,10 +217,23 @@ func (m *Machine) request(now time.Time, key string, ks *keyState) {
 	if m.ring != nil {
 		x.target, _ = m.ring.Home(key)
 	}
-	m.sendAcquire(now, key, ks)
+	// Asking again right after handing the delegation to waiters: this
+	// request queues behind them, and says so, which spares the home a
+	// Wait. Only the first attempt says it: a resend may find the queue
+	// changed, and hears the home's Wait as any request does.
+	queued := ks.is(handedOn)
+	ks.set(handedOn, false)
+	if queued {
+		ks.waitReason = msg.WaitHolder
+	}
+	m.sendAcquireQueued(now, key, ks, queued)
 }
 
 func (m *Machine) sendAcquire(now time.Time, key string, ks *keyState) {
+	m.sendAcquireQueued(now, key, ks, false)
+}
+
+func (m *Machine) sendAcquireQueued(now time.Time, key string, ks *keyState, queued bool) {
 	x := ks.edit()
 	x.nextSend = now.Add(m.cfg.RetryInterval)
 	if x.target.ID == "" {
@@ -232,7 +246,7 @@ func (m *Machine) sendAcquire(now time.Time, key string, ks *keyState) {
 	}
 	x.attemptN++
 	x.attempts.record(x.attemptN, now)
-	m.send(x.target.ID, msg.Acquire{Key: key, Req: x.req, Attempt: x.attemptN, Lease: m.cfg.Lease})
+	m.send(x.target.ID, msg.Acquire{Key: key, Req: x.req, Attempt: x.attemptN, Lease: m.cfg.Lease, Queued: queued})
 }
 
 func (m *Machine) sendRenew(now time.Time, key string, ks *keyState) {
@@ -262,7 +276,11 @@ func (m *Machine) drain(now time.Time, key string, ks *keyState) {
 func (m *Machine) release(now time.Time, key string, ks *keyState, barrier []byte) {
 	m.stats.Releases++
 	m.send(m.issuer(ks).ID, msg.Release{Key: key, Token: m.tok(ks), Barrier: barrier})
+	// Drained for waiters (recalled, or a contended grant used up), not
+	// refused or lapsed: the home has others queued for the key.
+	toWaiters := ks.left == 0 && !ks.is(refused)
 	m.clearDelegation(ks, barrier, true, now)
+	ks.set(handedOn, toWaiters)
 }
 
 // lose drops the delegation without a Release (expired, clock jump, hook

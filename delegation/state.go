@@ -72,6 +72,10 @@ const (
 	// refused: the home refused a renewal (the key moved, or this node left
 	// the epoch); it will not extend the delegation, so nothing asks again.
 	refused
+	// handedOn: the delegation just went back to waiters (it was contended
+	// or recalled); a request made in the same step knows it queues behind
+	// them (msg.Acquire.Queued). Cleared at the end of that step.
+	handedOn
 )
 
 // origin is what the delegations one home incarnation grants (or adopts)

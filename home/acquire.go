@@ -50,8 +50,12 @@ func (m *Machine) Acquire(now time.Time, env msg.Envelope, a msg.Acquire) {
 	if reason := m.serve(now, a.Key, ke); reason != 0 && m.stillWaiting(ke, env.From, a.Req) {
 		// Wait only tells the requester why it waits: say it when that is
 		// news, and now and then, not to every retry (a hot key's home
-		// would spend half its sends on it).
-		if reason != w.told || a.Attempt%waitEvery == 1 {
+		// would spend half its sends on it). A requester that asks again
+		// as it hands the key on knows it waits for a holder (Queued):
+		// that is no news, and it changes nothing else here.
+		if a.Queued && reason == msg.WaitHolder {
+			w.told = reason
+		} else if reason != w.told || a.Attempt%waitEvery == 1 {
 			w.told = reason
 			m.send(env.From.ID, msg.Wait{Key: a.Key, Req: a.Req, Attempt: a.Attempt, Reason: reason})
 		}

@@ -50,6 +50,8 @@
 //     renewal of a recalled delegation repeats the Recall, so one lost
 //     Recall cannot let the holder admit new sections ahead of the waiters.
 //   - Fairness: waiters are granted oldest first; a recalled holder queues
-//     behind those already waiting; a grant made while others wait is marked
-//     contended, so its holder admits one critical section and drains.
+//     behind those already waiting (a Queued request hears no
+//     Wait{holder}); a grant made while
+//     others wait is marked contended, so its holder admits one critical
+//     section and drains.
 package home

@@ -185,6 +185,13 @@ type Acquire struct {
 	Req     RequestID
 	Attempt uint32
 	Lease   time.Duration
+	// Queued (protocol v2) is set on the first attempt of a request sent in
+	// the step that released the key's delegation to waiters (it was
+	// contended or recalled): the requester knows it queues behind a
+	// holder, so the home leaves out the Wait{holder} that would only say
+	// so. It is advice about a reply, never about the queue: the home
+	// queues and grants the request exactly as without it.
+	Queued bool
 }
 
 // Grant hands the requester a delegation.

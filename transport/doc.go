@@ -35,7 +35,9 @@
 // sender goroutine and one long-lived client stream (service Transport,
 // rpc Stream); the sender writes whatever has queued as one Batch, so a
 // burst costs one write and a lone envelope crosses loopback in tens of
-// microseconds. A peer that is down is redialled with exponential backoff
+// microseconds. SendBatch (the Batcher capability) queues several envelopes
+// as one slot, so the messages one protocol step makes for a peer leave in
+// one frame, whenever the sender goroutine wakes. A peer that is down is redialled with exponential backoff
 // (ReconnectBase to ReconnectMax) while Send keeps queueing and dropping.
 // TLS is optional; with a client certificate configured it is mutual.
 //

@@ -46,7 +46,10 @@ type GRPC struct {
 	serveErr chan error
 }
 
-var _ Transport = (*GRPC)(nil)
+var (
+	_ Transport = (*GRPC)(nil)
+	_ Batcher   = (*GRPC)(nil)
+)
 
 // NewGRPC starts the server on cfg.ListenAddr and returns the transport; h
 // receives every envelope that arrives.
@@ -119,19 +122,54 @@ func (g *GRPC) Addr() string { return g.lis.Addr().String() }
 
 // Send implements Transport.
 func (g *GRPC) Send(to msg.Member, env msg.Envelope) error {
-	data, err := pb.Encode(env)
+	o, err := g.encode(env)
 	if err != nil {
 		return err
-	}
-	if len(data) > g.cfg.MaxMsgSize-batchOverhead {
-		return fmt.Errorf("%w: %s envelope of %d bytes exceeds MaxMsgSize %d", ErrMessageTooLarge, env.Body.Kind(), len(data), g.cfg.MaxMsgSize)
 	}
 	p, err := g.peer(to)
 	if err != nil {
 		return err
 	}
-	p.enqueue(outgoing{kind: env.Body.Kind(), data: data})
+	p.enqueue(o)
 	return nil
+}
+
+// SendBatch implements Batcher: the envelopes take one slot of to's queue
+// and leave in one stream frame.
+func (g *GRPC) SendBatch(to msg.Member, envs []msg.Envelope) error {
+	var errs []error
+	group := make([]outgoing, 0, len(envs))
+	for _, env := range envs {
+		o, err := g.encode(env)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		group = append(group, o)
+	}
+	if len(group) > 0 {
+		p, err := g.peer(to)
+		if err != nil {
+			return err
+		}
+		if len(group) == 1 {
+			p.enqueue(group[0])
+		} else {
+			p.enqueue(outgoing{group: group})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (g *GRPC) encode(env msg.Envelope) (outgoing, error) {
+	data, err := pb.Encode(env)
+	if err != nil {
+		return outgoing{}, err
+	}
+	if len(data) > g.cfg.MaxMsgSize-batchOverhead {
+		return outgoing{}, fmt.Errorf("%w: %s envelope of %d bytes exceeds MaxMsgSize %d", ErrMessageTooLarge, env.Body.Kind(), len(data), g.cfg.MaxMsgSize)
+	}
+	return outgoing{kind: env.Body.Kind(), data: data}, nil
 }
 
 // peer returns the sender for to, starting it on first use, and replacing it

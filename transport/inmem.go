@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -247,7 +248,10 @@ type Endpoint struct {
 	inHandler sync.RWMutex
 }
 
-var _ Transport = (*Endpoint)(nil)
+var (
+	_ Transport = (*Endpoint)(nil)
+	_ Batcher   = (*Endpoint)(nil)
+)
 
 // item is one envelope in a link's queue.
 type item struct {
@@ -258,62 +262,80 @@ type item struct {
 
 // Send implements Transport.
 func (e *Endpoint) Send(to msg.Member, env msg.Envelope) error {
+	return e.SendBatch(to, []msg.Envelope{env})
+}
+
+// SendBatch implements Batcher: the envelopes enter the link together, as
+// one frame (each still meets its own drop draw; they share one delay).
+func (e *Endpoint) SendBatch(to msg.Member, envs []msg.Envelope) error {
 	if e.closed.Load() {
 		return ErrClosed
 	}
-	it := item{env: env}
-	if !e.net.cfg.SkipCodec {
-		data, err := pb.Encode(env)
-		if err != nil {
-			return err
+	var errs []error
+	items := make([]item, 0, len(envs))
+	for _, env := range envs {
+		it := item{env: env}
+		if !e.net.cfg.SkipCodec {
+			data, err := pb.Encode(env)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			it.data = data
+		} else if env.Body == nil {
+			errs = append(errs, fmt.Errorf("%w: envelope has no body", ErrUnknownMessage))
+			continue
 		}
-		it.data = data
-	} else if env.Body == nil {
-		return fmt.Errorf("%w: envelope has no body", ErrUnknownMessage)
+		items = append(items, it)
 	}
-	kind := env.Body.Kind()
+	if len(items) == 0 {
+		return errors.Join(errs...)
+	}
 	n := e.net
 	l := link{e.self.ID, to.ID}
 
 	n.mu.Lock()
+	defer n.mu.Unlock()
 	// Checked again under n.mu: Close removes e's links under it, so a link
 	// made here after that would outlive the endpoint.
 	if n.closed || e.closed.Load() {
-		n.mu.Unlock()
 		return ErrClosed
 	}
-	e.stats.sent(kind, len(it.data))
-	if p, ok := lookup(n.drop, l); ok && n.rng.Float64() < p {
-		n.mu.Unlock()
-		e.stats.faultDropped.Add(1)
-		return nil
-	}
+	e.stats.frames.Add(1)
 	var d time.Duration
-	if r, ok := lookup(n.delay, l); ok {
-		d = r[0]
-		if r[1] > r[0] {
-			d += time.Duration(n.rng.Int64N(int64(r[1]-r[0]) + 1))
+	drawn := false
+	for _, it := range items {
+		e.stats.sent(it.env.Body.Kind(), len(it.data))
+		if p, ok := lookup(n.drop, l); ok && n.rng.Float64() < p {
+			e.stats.faultDropped.Add(1)
+			continue
+		}
+		if r, ok := lookup(n.delay, l); ok && !drawn {
+			drawn = true
+			d = r[0]
+			if r[1] > r[0] {
+				d += time.Duration(n.rng.Int64N(int64(r[1]-r[0]) + 1))
+			}
+		}
+		q := n.links[l]
+		if q == nil {
+			q = newLinkQueue(n, l, e)
+			n.links[l] = q
+		}
+		it.due = time.Now().Add(d)
+		// A link never reorders: an envelope is due no earlier than the one
+		// before it.
+		if it.due.Before(q.lastDue) {
+			it.due = q.lastDue
+		}
+		select {
+		case q.ch <- it:
+			q.lastDue = it.due
+		default:
+			e.stats.dropped.Add(1)
 		}
 	}
-	q := n.links[l]
-	if q == nil {
-		q = newLinkQueue(n, l, e)
-		n.links[l] = q
-	}
-	it.due = time.Now().Add(d)
-	// A link never reorders: an envelope is due no earlier than the one
-	// before it.
-	if it.due.Before(q.lastDue) {
-		it.due = q.lastDue
-	}
-	select {
-	case q.ch <- it:
-		q.lastDue = it.due
-	default:
-		e.stats.dropped.Add(1)
-	}
-	n.mu.Unlock()
-	return nil
+	return errors.Join(errs...)
 }
 
 // Stats implements Transport.

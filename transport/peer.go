@@ -21,9 +21,27 @@ const senderMetadataKey = "homelock-from"
 // length varint), kept free below MaxMsgSize.
 const batchOverhead = 16
 
+// outgoing is one slot of a peer's queue: an envelope, or (group set) a
+// batch queued at once by SendBatch, which leaves in one frame.
 type outgoing struct {
-	kind msg.Kind
-	data []byte
+	kind  msg.Kind
+	data  []byte
+	group []outgoing
+}
+
+// flat appends o's envelopes to into, in order.
+func (o *outgoing) flat(into []outgoing) []outgoing {
+	if o.group != nil {
+		return append(into, o.group...)
+	}
+	return append(into, *o)
+}
+
+func (o *outgoing) count() uint64 {
+	if o.group != nil {
+		return uint64(len(o.group))
+	}
+	return 1
 }
 
 // peer is everything this node keeps for sending to one other node: a
@@ -71,7 +89,7 @@ func (p *peer) enqueue(o outgoing) {
 	select {
 	case p.q <- o:
 	default:
-		p.g.stats.dropped.Add(1)
+		p.g.stats.dropped.Add(o.count())
 	}
 }
 
@@ -90,19 +108,28 @@ type stream struct {
 
 func (p *peer) run() {
 	defer p.g.wg.Done()
+	var pending []outgoing // dequeued, not yet written
 	defer func() {
 		p.conn.Close()
-		// What is still queued never left.
-		p.g.stats.lost.Add(uint64(len(p.q)))
+		// What is still queued or pending never left.
+		lost := uint64(len(pending))
+	drain:
+		for {
+			select {
+			case o := <-p.q:
+				lost += o.count()
+			default:
+				break drain
+			}
+		}
+		p.g.stats.lost.Add(lost)
 	}()
 
 	var (
 		cur     *stream
 		opened  int
 		backoff = p.g.cfg.ReconnectBase
-		batch   = make([]outgoing, 0, p.g.cfg.MaxBatch)
 		wire    = &pb.Batch{}
-		carry   *outgoing
 	)
 	defer func() {
 		if cur != nil {
@@ -110,18 +137,16 @@ func (p *peer) run() {
 		}
 	}()
 	for {
-		batch = batch[:0]
-		if carry != nil {
-			batch = append(batch, *carry)
-		} else {
+		if len(pending) == 0 {
 			select {
 			case o := <-p.q:
-				batch = append(batch, o)
+				pending = o.flat(pending)
 			case <-p.ctx.Done():
 				return
 			}
 		}
-		batch, carry = p.fill(batch)
+		pending = p.fill(pending)
+		batch := p.frame(pending)
 
 		for cur == nil || isClosed(cur.ended) {
 			if cur != nil {
@@ -139,14 +164,12 @@ func (p *peer) run() {
 				break
 			}
 			if p.ctx.Err() != nil {
-				p.g.stats.lost.Add(uint64(len(batch)))
 				return
 			}
 			p.log.Debug("transport: stream to peer failed to open", "err", err, "retry_in", backoff)
 			select {
 			case <-time.After(backoff):
 			case <-p.ctx.Done():
-				p.g.stats.lost.Add(uint64(len(batch)))
 				return
 			}
 			backoff = min(2*backoff, p.g.cfg.ReconnectMax)
@@ -163,32 +186,46 @@ func (p *peer) run() {
 			p.g.stats.lost.Add(uint64(len(batch)))
 			cur.cancel()
 			cur = nil
-			continue
+		} else {
+			p.g.stats.frames.Add(1)
+			for _, o := range batch {
+				p.g.stats.sent(o.kind, len(o.data))
+			}
 		}
-		for _, o := range batch {
-			p.g.stats.sent(o.kind, len(o.data))
-		}
+		// The frame is gone either way: written, or lost with the stream.
+		n := copy(pending, pending[len(batch):])
+		clear(pending[n:])
+		pending = pending[:n]
 	}
 }
 
-// fill adds whatever else is queued, up to MaxBatch envelopes and below
-// MaxMsgSize, so one stream write carries a burst. An envelope that does not
-// fit is returned as carry, to open the next batch and keep FIFO order.
-func (p *peer) fill(batch []outgoing) (_ []outgoing, carry *outgoing) {
-	size := len(batch[0].data) + batchOverhead
-	for len(batch) < cap(batch) {
+// fill adds whatever else is queued while pending has room for a frame, so
+// one stream write carries a burst. A SendBatch group is taken whole.
+func (p *peer) fill(pending []outgoing) []outgoing {
+	for len(pending) < p.g.cfg.MaxBatch {
 		select {
 		case o := <-p.q:
-			if size+len(o.data)+batchOverhead > p.g.cfg.MaxMsgSize {
-				return batch, &o
-			}
-			size += len(o.data) + batchOverhead
-			batch = append(batch, o)
+			pending = o.flat(pending)
 		default:
-			return batch, nil
+			return pending
 		}
 	}
-	return batch, nil
+	return pending
+}
+
+// frame is the longest prefix of pending that one stream write may carry:
+// at most MaxBatch envelopes, below MaxMsgSize, and at least one (Send
+// refuses an envelope that would not fit alone). The rest waits, in order,
+// for the next write.
+func (p *peer) frame(pending []outgoing) []outgoing {
+	size := 0
+	for i, o := range pending {
+		size += len(o.data) + batchOverhead
+		if i > 0 && (i >= p.g.cfg.MaxBatch || size > p.g.cfg.MaxMsgSize) {
+			return pending[:i]
+		}
+	}
+	return pending
 }
 
 // open starts a stream. WaitForReady makes it wait for the connection

@@ -44,6 +44,10 @@ type Stats struct {
 	FaultDropped uint64
 	// Reconnects counts gRPC streams opened to a peer after its first one.
 	Reconnects uint64
+	// Frames counts stream writes (gRPC: one pb.Batch each) or, in memory,
+	// the Send and SendBatch calls that handed envelopes to a link: Sent.Msgs
+	// over Frames is how many envelopes a write carries.
+	Frames uint64
 }
 
 // kindSlots covers every value of msg.Kind, so a bogus kind cannot index out
@@ -53,7 +57,7 @@ const kindSlots = 256
 type counters struct {
 	sentMsgs, sentBytes, recvMsgs, recvBytes [kindSlots]atomic.Uint64
 
-	dropped, lost, refused, faultDropped, reconnects atomic.Uint64
+	dropped, lost, refused, faultDropped, reconnects, frames atomic.Uint64
 }
 
 func (c *counters) sent(k msg.Kind, n int) {
@@ -74,6 +78,7 @@ func (c *counters) snapshot() Stats {
 		Refused:      c.refused.Load(),
 		FaultDropped: c.faultDropped.Load(),
 		Reconnects:   c.reconnects.Load(),
+		Frames:       c.frames.Load(),
 	}
 	for k := range kindSlots {
 		ks := KindStats{

@@ -1,6 +1,10 @@
 package transport
 
-import "github.com/homelock/homelock/msg"
+import (
+	"errors"
+
+	"github.com/homelock/homelock/msg"
+)
 
 // Handler receives each envelope that arrived and decoded. It is called from
 // transport goroutines: sequentially and in send order for any one sender,
@@ -26,4 +30,36 @@ type Transport interface {
 	// Close stops every goroutine the transport started and waits for them;
 	// no Handler call starts after Close returns. Queued envelopes are dropped.
 	Close() error
+}
+
+// Batcher is the optional capability of a Transport to send several
+// envelopes to one peer as one unit: the gRPC transport writes them in one
+// stream frame (a pb.Batch, unless together they exceed MaxMsgSize or
+// MaxBatch), so the envelopes one protocol step produces for a peer cost one
+// write and wake the receiver once. Each envelope is still encoded, counted,
+// dropped (T1) and refused (T3) on its own, and per-sender order (T2) covers
+// the batch as if each had been sent in turn. A batch is no new wire
+// format: every version's receiver reads a pb.Batch of several envelopes.
+type Batcher interface {
+	// SendBatch is Send for each of envs in order, queued at once. Envelopes
+	// that cannot be encoded are left out and reported in the error; the
+	// others are sent.
+	SendBatch(to msg.Member, envs []msg.Envelope) error
+}
+
+// SendAll sends envs to to through t, as one batch when t is a Batcher.
+func SendAll(t Transport, to msg.Member, envs []msg.Envelope) error {
+	if b, ok := t.(Batcher); ok && len(envs) > 1 {
+		return b.SendBatch(to, envs)
+	}
+	var errs []error
+	for _, env := range envs {
+		if err := t.Send(to, env); err != nil {
+			if errors.Is(err, ErrClosed) {
+				return err
+			}
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

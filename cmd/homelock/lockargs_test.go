@@ -177,7 +177,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 func TestVersion(t *testing.T) {
 	var out, errOut bytes.Buffer
 	require.Equal(t, 0, run([]string{"version"}, &out, &errOut), errOut.String())
-	require.Regexp(t, `^homelock \S.* \(lock protocol v1, go1\.\d+`, out.String())
+	require.Regexp(t, fmt.Sprintf(`^homelock \S.* \(lock protocol v%d, go1\.\d+`, homelock.ProtocolVersion), out.String())
 }
 
 // A port that accepts connections and never answers: --wait is kept on the

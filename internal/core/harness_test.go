@@ -400,7 +400,11 @@ func optBarrier(b []byte) string {
 func describeBody(env msg.Envelope) string {
 	switch m := env.Body.(type) {
 	case msg.Acquire:
-		return fmt.Sprintf("acquire %s req=%s#%d lease=%v", m.Key, req(m.Req), m.Attempt, m.Lease)
+		s := fmt.Sprintf("acquire %s req=%s#%d lease=%v", m.Key, req(m.Req), m.Attempt, m.Lease)
+		if m.Queued {
+			s += " queued"
+		}
+		return s
 	case msg.Grant:
 		s := fmt.Sprintf("grant %s %s req=%s#%d lease=%v%s", m.Key, m.Token, req(m.Req), m.Attempt, m.Lease, optBarrier(m.Barrier))
 		if m.Recalled {

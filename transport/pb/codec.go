@@ -345,7 +345,7 @@ func (c *checker) bodyTo(p *Envelope, body msg.Body) {
 	case msg.Leave:
 		p.Body = &Envelope_Leave{Leave: &Leave{Member: c.memberTo("leave.member", b.Member)}}
 	case msg.Acquire:
-		p.Body = &Envelope_Acquire{Acquire: &Acquire{Key: c.keyTo(b.Key), Req: reqTo(b.Req), Attempt: b.Attempt, LeaseNanos: int64(b.Lease)}}
+		p.Body = &Envelope_Acquire{Acquire: &Acquire{Key: c.keyTo(b.Key), Req: reqTo(b.Req), Attempt: b.Attempt, LeaseNanos: int64(b.Lease), Queued: b.Queued}}
 	case msg.Grant:
 		p.Body = &Envelope_Grant{Grant: &Grant{
 			Key: c.keyTo(b.Key), Req: reqTo(b.Req), Attempt: b.Attempt, Token: tokenTo(b.Token),
@@ -445,7 +445,7 @@ func (c *checker) bodyFrom(p *Envelope) msg.Body {
 	case *Envelope_Acquire:
 		q := b.Acquire
 		known(c, q)
-		return msg.Acquire{Key: c.keyFrom(q.GetKey()), Req: reqFrom(q.GetReq(), c), Attempt: q.GetAttempt(), Lease: time.Duration(q.GetLeaseNanos())}
+		return msg.Acquire{Key: c.keyFrom(q.GetKey()), Req: reqFrom(q.GetReq(), c), Attempt: q.GetAttempt(), Lease: time.Duration(q.GetLeaseNanos()), Queued: q.GetQueued()}
 	case *Envelope_Grant:
 		q := b.Grant
 		known(c, q)

@@ -1596,11 +1596,15 @@ func (x *Leave) GetMember() *Member {
 }
 
 type Acquire struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Req           *RequestID             `protobuf:"bytes,2,opt,name=req,proto3" json:"req,omitempty"`
-	Attempt       uint32                 `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	LeaseNanos    int64                  `protobuf:"varint,4,opt,name=lease_nanos,json=leaseNanos,proto3" json:"lease_nanos,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Key        []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Req        *RequestID             `protobuf:"bytes,2,opt,name=req,proto3" json:"req,omitempty"`
+	Attempt    uint32                 `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	LeaseNanos int64                  `protobuf:"varint,4,opt,name=lease_nanos,json=leaseNanos,proto3" json:"lease_nanos,omitempty"`
+	// queued (protocol v2): the requester has just released this key's
+	// delegation to waiters and asks again, so it knows it queues behind a
+	// holder; the home sends no Wait that would only say so.
+	Queued        bool `protobuf:"varint,5,opt,name=queued,proto3" json:"queued,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1661,6 +1665,13 @@ func (x *Acquire) GetLeaseNanos() int64 {
 		return x.LeaseNanos
 	}
 	return 0
+}
+
+func (x *Acquire) GetQueued() bool {
+	if x != nil {
+		return x.Queued
+	}
+	return false
 }
 
 type Grant struct {
@@ -2820,13 +2831,14 @@ const file_homelock_proto_rawDesc = "" +
 	"\x04Join\x12+\n" +
 	"\x06member\x18\x01 \x01(\v2\x13.homelock.v1.MemberR\x06member\"4\n" +
 	"\x05Leave\x12+\n" +
-	"\x06member\x18\x01 \x01(\v2\x13.homelock.v1.MemberR\x06member\"\x80\x01\n" +
+	"\x06member\x18\x01 \x01(\v2\x13.homelock.v1.MemberR\x06member\"\x98\x01\n" +
 	"\aAcquire\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12(\n" +
 	"\x03req\x18\x02 \x01(\v2\x16.homelock.v1.RequestIDR\x03req\x12\x18\n" +
 	"\aattempt\x18\x03 \x01(\rR\aattempt\x12\x1f\n" +
 	"\vlease_nanos\x18\x04 \x01(\x03R\n" +
-	"leaseNanos\"\x94\x02\n" +
+	"leaseNanos\x12\x16\n" +
+	"\x06queued\x18\x05 \x01(\bR\x06queued\"\x94\x02\n" +
 	"\x05Grant\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12(\n" +
 	"\x03req\x18\x02 \x01(\v2\x16.homelock.v1.RequestIDR\x03req\x12\x18\n" +

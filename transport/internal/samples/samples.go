@@ -32,7 +32,7 @@ func Bodies() []msg.Body {
 		msg.RenewalAnswer{Nonce: 0xdeadbeef, Result: msg.RenewalPromisedHigher, Promised: 3},
 		msg.Join{Member: c},
 		msg.Leave{Member: c},
-		msg.Acquire{Key: "users/42", Req: req, Attempt: 3, Lease: 2 * time.Second},
+		msg.Acquire{Key: "users/42", Req: req, Attempt: 3, Lease: 2 * time.Second, Queued: true},
 		msg.Grant{Key: "users/42", Req: req, Attempt: 3, Token: token, Lease: 2 * time.Second, Barrier: []byte("pos:1234"), Recalled: true, Contended: true, Signed: []byte{1, 2, 3, 4}},
 		msg.Wait{Key: "users/42", Req: req, Attempt: 4, Reason: msg.WaitHolder},
 		msg.NotHome{Key: "users/42", Req: req},
