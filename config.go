@@ -184,12 +184,26 @@ type Config struct {
 	// counting while the machine is suspended). Tests inject their own.
 	Clock Clock
 
-	// Unexported, set only through internal/testhooks: an in-memory
-	// transport in place of gRPC, and a protocol version other than
-	// ProtocolVersion (to test capability negotiation).
-	newTransport func(self msg.Member, h transport.Handler) (transport.Transport, error)
-	version      uint32
+	// Transport, when set, builds the node's transport in place of gRPC, as
+	// hashicorp/raft takes its Transport (tests pass the endpoints of an
+	// in-memory transport.Network). Open calls it once, before anything is
+	// sent, with this node's member identity (ID, store ID, advertised
+	// address, protocol version) and the Handler it must deliver to; the
+	// Handler only queues for the node's driver loop, so the transport may
+	// call it from any goroutine. GRPCAddr and TLS are then unused, and an
+	// empty AdvertiseAddr becomes "mem:" + NodeID. The node closes the
+	// transport in Close.
+	Transport TransportFunc
+
+	// version, when not 0, is the protocol version this node advertises and
+	// speaks in place of ProtocolVersion: the package's own tests of
+	// capability negotiation set it.
+	version uint32
 }
+
+// TransportFunc builds a node's transport from its member identity and the
+// handler the transport delivers received envelopes to (Config.Transport).
+type TransportFunc func(self msg.Member, h transport.Handler) (transport.Transport, error)
 
 // DefaultConfig returns a Config with every timing and cap set; NodeID,
 // ClusterID, DataDir, the addresses and Bootstrap or Join remain to be set.
@@ -232,7 +246,7 @@ func (c Config) Validate() error {
 	if c.DataDir == "" {
 		bad("DataDir is empty")
 	}
-	if c.newTransport == nil {
+	if c.Transport == nil {
 		checkAddr(bad, "GRPCAddr", c.GRPCAddr, true)
 	}
 	checkAddr(bad, "AdvertiseAddr", c.AdvertiseAddr, false)

@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/homelock/homelock/internal/testhooks"
 	"github.com/homelock/homelock/msg"
 	"github.com/homelock/homelock/transport"
 )
@@ -22,11 +21,11 @@ func TestForgedVersionRefused(t *testing.T) {
 	net := transport.NewNetwork(transport.NetworkConfig{Seed: 7})
 	t.Cleanup(func() { net.Close() })
 	c := newCluster(t, 3, func(cfg *Config) {
-		testhooks.SetTransport(cfg, func(self msg.Member, h transport.Handler) (transport.Transport, error) {
+		cfg.Transport = func(self msg.Member, h transport.Handler) (transport.Transport, error) {
 			return net.Endpoint(self, h)
-		})
+		}
 		if cfg.NodeID != "n3" {
-			testhooks.SetProtocolVersion(cfg, ProtocolVersion+1)
+			cfg.version = ProtocolVersion + 1
 		}
 	})
 	home := c.nodes[0]

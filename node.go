@@ -17,16 +17,10 @@ import (
 	"github.com/homelock/homelock/fence"
 	"github.com/homelock/homelock/home"
 	"github.com/homelock/homelock/internal/core"
-	"github.com/homelock/homelock/internal/testhooks"
 	"github.com/homelock/homelock/localstore"
 	"github.com/homelock/homelock/msg"
 	"github.com/homelock/homelock/transport"
 )
-
-func init() {
-	testhooks.SetTransport = func(cfg any, f testhooks.NewTransport) { cfg.(*Config).newTransport = f }
-	testhooks.SetProtocolVersion = func(cfg any, v uint32) { cfg.(*Config).version = v }
-}
 
 // Node is one member of a homelock cluster, embedded in a process of the
 // replicated store. Its methods are safe for concurrent use.
@@ -288,11 +282,11 @@ func (n *Node) signGrant(g home.GrantInfo) []byte {
 }
 
 func (n *Node) startTransport() error {
-	if n.cfg.newTransport != nil {
+	if n.cfg.Transport != nil {
 		if n.self.Addr == "" {
 			n.self.Addr = "mem:" + string(n.self.ID)
 		}
-		tr, err := n.cfg.newTransport(n.self, n.receive)
+		tr, err := n.cfg.Transport(n.self, n.receive)
 		if err != nil {
 			return fmt.Errorf("homelock: transport: %w", err)
 		}

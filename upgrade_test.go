@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/homelock/homelock/internal/testhooks"
 )
 
 // TestRollingUpgrade: a 3-node cluster upgrades from this build's protocol
@@ -55,7 +53,7 @@ func TestRollingUpgrade(t *testing.T) {
 		// entry is stale (a clean Close would leave the epoch first).
 		require.NoError(t, c.nodes[i].Close(killed()))
 		cfg := c.cfgs[i]
-		testhooks.SetProtocolVersion(&cfg, ProtocolVersion+1)
+		cfg.version = ProtocolVersion + 1
 		n, err := Open(ctx, cfg)
 		require.NoError(t, err, "reopen node %d at v2", i)
 		c.nodes[i], c.cfgs[i] = n, cfg

@@ -16,7 +16,6 @@ import (
 	"github.com/homelock/homelock"
 	"github.com/homelock/homelock/epoch"
 	"github.com/homelock/homelock/fence"
-	"github.com/homelock/homelock/internal/testhooks"
 	"github.com/homelock/homelock/msg"
 	"github.com/homelock/homelock/transport"
 )
@@ -114,13 +113,13 @@ func (c *rcluster) rcConfig(id string) homelock.Config {
 	}
 	if c.mem != nil {
 		mem := c.mem
-		testhooks.SetTransport(&cfg, func(self msg.Member, h transport.Handler) (transport.Transport, error) {
+		cfg.Transport = func(self msg.Member, h transport.Handler) (transport.Transport, error) {
 			ep, err := mem.Endpoint(self, h)
 			if err != nil {
 				return nil, err
 			}
 			return ep, nil
-		})
+		}
 	}
 	return cfg
 }
