@@ -37,6 +37,7 @@ func (m *Machine) Lock(now time.Time, key string, locker uint64, deadline time.T
 	}
 	x := ks.edit()
 	x.queue = append(x.queue, localWaiter{locker: locker, deadline: deadline, lease: lease})
+	m.gauges.deferred++
 	m.service(now, key, ks)
 }
 
@@ -80,7 +81,7 @@ func (m *Machine) Cancel(now time.Time, key string, locker uint64) {
 	for i, w := range ks.queue() {
 		if w.locker == locker {
 			q := ks.queue()
-			ks.setQueue(append(q[:i], q[i+1:]...))
+			m.setQueue(ks, append(q[:i], q[i+1:]...))
 			m.service(now, key, ks)
 			return
 		}

@@ -30,7 +30,13 @@ type Machine struct {
 	freeHandles []uint32
 	origins     intern.Table[origin]
 	stats       Stats
-	out         Output
+	// gauges are kept as keys change (setPhase, setQueue): Stats reads them
+	// instead of scanning every key.
+	gauges struct {
+		phases   [held + 1]int
+		deferred int
+	}
+	out Output
 }
 
 // New returns a holder for incarnation cfg.Inc.
@@ -76,7 +82,7 @@ func (m *Machine) OnEpoch(now time.Time, e msg.Epoch) {
 			for _, w := range ks.queue() {
 				m.event(Event{Kind: Failed, Key: key, Locker: w.locker, Reason: ReasonUnavailable, Detail: m.mixed})
 			}
-			ks.setQueue(nil)
+			m.setQueue(ks, nil)
 			m.service(now, key, ks)
 		}
 		return
@@ -134,6 +140,14 @@ func (m *Machine) NextDeadline() time.Time { return m.timers.Next().Time() }
 // Stats returns the holder's counters.
 func (m *Machine) Stats() Stats {
 	s := m.stats
+	s.Held, s.Pending, s.Deferred = m.gauges.phases[held], m.gauges.phases[requested], m.gauges.deferred
+	return s
+}
+
+// CheckGauges recounts Stats' gauges over every key and reports a
+// disagreement, for checkers (a scan: not for production paths).
+func (m *Machine) CheckGauges() error {
+	var s Stats
 	for ks := range m.keys.All() {
 		switch ks.phase {
 		case held:
@@ -143,7 +157,11 @@ func (m *Machine) Stats() Stats {
 		}
 		s.Deferred += len(ks.queue())
 	}
-	return s
+	if g := m.Stats(); g.Held != s.Held || g.Pending != s.Pending || g.Deferred != s.Deferred {
+		return fmt.Errorf("delegation gauges held=%d pending=%d deferred=%d, keys say %d, %d, %d",
+			g.Held, g.Pending, g.Deferred, s.Held, s.Pending, s.Deferred)
+	}
+	return nil
 }
 
 // Holding reports the delegation this node holds for key, for checkers:

@@ -47,11 +47,12 @@ func (m *Machine) Grant(now time.Time, env msg.Envelope, g msg.Grant) {
 		// back, and ask again if lockers still wait.
 		m.stats.Unused++
 		m.send(env.From.ID, msg.Release{Key: g.Key, Token: g.Token, Barrier: g.Barrier})
-		ks.phase, x.req = idle, msg.RequestID{}
+		m.setPhase(ks, idle)
+		x.req = msg.RequestID{}
 		m.service(now, g.Key, ks)
 		return
 	}
-	ks.phase = held
+	m.setPhase(ks, held)
 	// The request is answered: nothing of it is read again before the next
 	// one starts (request), except what explains later failures.
 	x.req, x.attemptN, x.attempts, x.nextSend, x.earlyRecall = msg.RequestID{}, 0, attemptLog{}, time.Time{}, fence.Token{}
@@ -118,8 +119,9 @@ func (m *Machine) Refused(now time.Time, env msg.Envelope, r msg.Refused) {
 	for _, w := range ks.queue() {
 		m.event(Event{Kind: Failed, Key: r.Key, Locker: w.locker, Reason: reason, Detail: detail})
 	}
-	ks.setQueue(nil)
-	ks.phase, ks.edit().req = idle, msg.RequestID{}
+	m.setQueue(ks, nil)
+	m.setPhase(ks, idle)
+	ks.edit().req = msg.RequestID{}
 	m.service(now, r.Key, ks)
 }
 
@@ -219,7 +221,7 @@ func (m *Machine) Fresh(now time.Time, key string, tok fence.Token, err error) {
 		for _, w := range ks.queue() {
 			m.event(Event{Kind: Failed, Key: key, Locker: w.locker, Reason: ReasonHookFailed, Detail: "wait-fresh hook: " + err.Error()})
 		}
-		ks.setQueue(nil)
+		m.setQueue(ks, nil)
 		m.release(now, key, ks, ks.inherited())
 		m.service(now, key, ks)
 		return

@@ -30,7 +30,7 @@ func (m *Machine) service(now time.Time, key string, ks *keyState) {
 		}
 		if q := ks.queue(); ks.active == 0 && len(q) > 0 && m.canAdmit(now, ks) {
 			w := q[0]
-			ks.setQueue(q[1:])
+			m.setQueue(ks, q[1:])
 			m.event(m.admit(now, key, ks, w.locker, w.lease))
 		}
 		if m.needsRenew(now, ks) && !now.Before(ks.more().renewAt) {
@@ -39,7 +39,7 @@ func (m *Machine) service(now time.Time, key string, ks *keyState) {
 	case requested:
 		if x := ks.more(); len(x.queue) == 0 {
 			m.send(x.target.ID, msg.Withdraw{Key: key, Req: x.req})
-			ks.phase = idle
+			m.setPhase(ks, idle)
 			ks.edit().req = msg.RequestID{}
 		} else if !now.Before(x.nextSend) {
 			m.sendAcquire(now, key, ks)
@@ -176,7 +176,7 @@ func (m *Machine) failOverdue(now time.Time, key string, ks *keyState) {
 		}
 		m.event(Event{Kind: Failed, Key: key, Locker: w.locker, Reason: reason, Detail: detail})
 	}
-	ks.setQueue(kept)
+	m.setQueue(ks, kept)
 }
 
 func (m *Machine) heldDetail(ks *keyState) string {
@@ -206,7 +206,7 @@ func (m *Machine) waitDetail(ks *keyState) string {
 // since they start with this incarnation (H6).
 func (m *Machine) request(now time.Time, key string, ks *keyState) {
 	m.seq++
-	ks.phase = requested
+	m.setPhase(ks, requested)
 	x := ks.edit()
 	x.req = msg.RequestID{Inc: m.cfg.Inc, Seq: m.seq}
 	x.attemptN, x.attempts = 0, attemptLog{}
@@ -302,7 +302,7 @@ func (m *Machine) clearDelegation(ks *keyState, barrier []byte, sent bool, now t
 		ks.edit().target = msg.Member{ID: m.issuer(ks).ID}
 		ks.set(targetIsIssuer, false)
 	}
-	ks.phase = idle
+	m.setPhase(ks, idle)
 	ks.counter, ks.sections = 0, 0
 	m.origins.Unref(ks.origin)
 	ks.origin = 0

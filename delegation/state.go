@@ -244,8 +244,18 @@ func (ks *keyState) trim() {
 
 func (ks *keyState) queue() []localWaiter { return ks.more().queue }
 
-// setQueue replaces the queue; an empty one keeps no backing array.
-func (ks *keyState) setQueue(q []localWaiter) {
+// setPhase moves ks to phase p; the machine's Held and Pending gauges follow,
+// so that Stats counts no keys.
+func (m *Machine) setPhase(ks *keyState, p phase) {
+	m.gauges.phases[ks.phase]--
+	m.gauges.phases[p]++
+	ks.phase = p
+}
+
+// setQueue replaces the queue; an empty one keeps no backing array. The
+// machine's Deferred gauge follows.
+func (m *Machine) setQueue(ks *keyState, q []localWaiter) {
+	m.gauges.deferred += len(q) - len(ks.queue())
 	if len(q) == 0 {
 		q = nil
 		if ks.x == nil || ks.x.motion == nil {

@@ -233,6 +233,10 @@ func (m *Machine) markerDeadline() time.Time {
 	return d
 }
 
+// Live is the number of live delegations this home granted (Stats.Live),
+// without Stats' scan of the waiters.
+func (m *Machine) Live() int { return m.live }
+
 // Stats returns the home's counters.
 func (m *Machine) Stats() Stats {
 	s := m.stats

@@ -222,6 +222,11 @@ func (h *harness) up(n *hnode) bool { return n != nil && n.core != nil && !n.pau
 // apply carries out a Ready as a driver must: sync the writes first, then
 // send the messages, then deliver the events.
 func (h *harness) apply(n *hnode, rd Ready) {
+	// The holder's gauges (Stats without a scan) must agree with its keys
+	// after every step.
+	if err := n.core.Holder().CheckGauges(); err != nil {
+		panic(fmt.Sprintf("%s: %v", n.id, err))
+	}
 	for _, r := range rd.Acceptor {
 		n.disk.acceptor[r.Instance] = r
 		if h.verbose {

@@ -242,7 +242,7 @@ func (n *Node) LingerUntil() time.Time {
 // HandedOff reports whether this node neither grants nor holds any
 // delegation: the end of a Leave's handoff.
 func (n *Node) HandedOff() bool {
-	return n.home.Stats().Live == 0 && n.holder.Stats().Held == 0
+	return n.home.Live() == 0 && n.holder.Stats().Held == 0 // gauges: no scan
 }
 
 // Duplicate is why a join of this node was refused ("": it was not): a live
