@@ -30,13 +30,14 @@ type Machine struct {
 	freeHandles []uint32
 	origins     intern.Table[origin]
 	stats       Stats
+	out         Output
+
 	// gauges are kept as keys change (setPhase, setQueue): Stats reads them
 	// instead of scanning every key.
 	gauges struct {
 		phases   [held + 1]int
 		deferred int
 	}
-	out Output
 }
 
 // New returns a holder for incarnation cfg.Inc.

@@ -42,6 +42,7 @@ func (m *Machine) Acquire(now time.Time, env msg.Envelope, a msg.Acquire) {
 		w = &waiter{from: env.From, since: now}
 		x := ke.edit()
 		x.waiters = append(x.waiters, w)
+		m.waiting++
 	}
 	if w.req.Less(a.Req) || (w.req == a.Req && !m.cfg.Mutations.echoFirstAttempt()) {
 		w.req, w.attempt, w.lease, w.fromInc = a.Req, a.Attempt, a.Lease, env.FromInc
@@ -102,6 +103,7 @@ func (m *Machine) serve(now time.Time, key string, ke *entry) msg.WaitReason {
 		for _, w := range ws {
 			m.send(w.from.ID, msg.NotHome{Key: key, Req: w.req})
 		}
+		m.waiting -= len(ke.x.waiters)
 		ke.x.waiters = nil
 	}
 	m.answerQueries(now, key, ke)
@@ -146,6 +148,7 @@ func (m *Machine) dropStaleWaiters(now time.Time, ke *entry) {
 			kept = append(kept, w)
 		}
 	}
+	m.waiting -= len(x.waiters) - len(kept)
 	clear(x.waiters[len(kept):])
 	x.waiters = kept
 	if len(kept) == 0 {
@@ -171,12 +174,12 @@ func (m *Machine) tryGrant(now time.Time, key string, ke *entry) msg.WaitReason 
 	}
 	w := ke.waiters()[i]
 	if m.atCap(w.from.ID) {
-		ke.removeWaiter(i)
+		m.removeWaiter(ke, i)
 		m.stats.Refused++
 		m.send(w.from.ID, msg.Refused{Key: key, Req: w.req, Reason: msg.RefusedTooManyDelegations})
 		return 0
 	}
-	ke.removeWaiter(i)
+	m.removeWaiter(ke, i)
 	m.grant(now, key, ke, w)
 	return msg.WaitHolder
 }
@@ -257,7 +260,7 @@ func (m *Machine) Withdraw(now time.Time, env msg.Envelope, w msg.Withdraw) {
 	}
 	for i, q := range ke.waiters() {
 		if q.from.ID == env.From.ID && q.req == w.Req {
-			ke.removeWaiter(i)
+			m.removeWaiter(ke, i)
 			break
 		}
 	}

@@ -1,6 +1,7 @@
 package home
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/homelock/homelock/epoch"
@@ -59,7 +60,10 @@ type Machine struct {
 	mints intern.Table[mint]
 
 	stats Stats
-	out   Output
+	// waiting is Stats.Waiting, kept as waiters join and leave, so that
+	// Stats counts no keys.
+	waiting int
+	out     Output
 }
 
 // New returns a home for incarnation cfg.Inc started at now. learned is the
@@ -240,11 +244,21 @@ func (m *Machine) Live() int { return m.live }
 // Stats returns the home's counters.
 func (m *Machine) Stats() Stats {
 	s := m.stats
-	s.Live = m.live
-	for ke := range m.keys.All() {
-		s.Waiting += len(ke.waiters())
-	}
+	s.Live, s.Waiting = m.live, m.waiting
 	return s
+}
+
+// CheckGauges recounts Stats.Waiting over every key and reports a
+// disagreement, for checkers (a scan: not for production paths).
+func (m *Machine) CheckGauges() error {
+	n := 0
+	for ke := range m.keys.All() {
+		n += len(ke.waiters())
+	}
+	if n != m.waiting {
+		return fmt.Errorf("home gauge waiting=%d, keys say %d", m.waiting, n)
+	}
+	return nil
 }
 
 // Holding returns the live delegation the home recorded for key, for checkers.

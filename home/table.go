@@ -249,7 +249,8 @@ type pendingQuery struct {
 
 // removeWaiter drops waiter i, letting go of it (a queue that empties keeps
 // no backing array, which would otherwise pin the last waiter of every key).
-func (ke *entry) removeWaiter(i int) {
+func (m *Machine) removeWaiter(ke *entry, i int) {
+	m.waiting--
 	x := ke.x
 	n := copy(x.waiters[i:], x.waiters[i+1:])
 	x.waiters[i+n] = nil

@@ -227,6 +227,9 @@ func (h *harness) apply(n *hnode, rd Ready) {
 	if err := n.core.Holder().CheckGauges(); err != nil {
 		panic(fmt.Sprintf("%s: %v", n.id, err))
 	}
+	if err := n.core.Home().CheckGauges(); err != nil {
+		panic(fmt.Sprintf("%s: %v", n.id, err))
+	}
 	for _, r := range rd.Acceptor {
 		n.disk.acceptor[r.Instance] = r
 		if h.verbose {
