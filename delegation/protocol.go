@@ -145,18 +145,16 @@ func (m *Machine) Recall(now time.Time, env msg.Envelope, r msg.Recall) {
 			ks.left = 1
 		}
 		m.service(now, r.Key, ks)
-	case ks != nil && ks.last().token == r.Token:
-		// A late or repeated Recall of what we gave back, also while a new
-		// request is out: answer it, and leave that request's mark alone.
-		if l := ks.last(); l.sent {
-			m.send(env.From.ID, msg.Release{Key: r.Key, Token: r.Token, Barrier: l.barrier})
-		}
 	case ks != nil && ks.phase == requested:
 		// Tokens grow, and the outstanding request's Grant carries the
 		// newest: an older Recall, arriving late, must not replace the mark
 		// of a newer one that overtook its Grant.
 		if x := ks.edit(); x.earlyRecall.Less(r.Token) {
 			x.earlyRecall = r.Token
+		}
+	case ks != nil && ks.last().token == r.Token:
+		if l := ks.last(); l.sent {
+			m.send(env.From.ID, msg.Release{Key: r.Key, Token: r.Token, Barrier: l.barrier})
 		}
 	default:
 		// Never held here: releasing it is what its home needs.
