@@ -258,7 +258,10 @@ func (c *checker) ended(cs *critical) {
 
 // renewing checks L7 on every Renew a holder sends once healed: the first
 // attempt for the delegation's current expiry goes out at half its lease
-// (or at the admission that found less left), not later.
+// (or at the admission that found less left), not later. An attempt sent at
+// or after half the lease and still being resent asks for what a section
+// admitted meanwhile needs (the answer extends from that send): its next
+// resend is no first attempt (docs/locks.md).
 func (c *checker) renewing(n *simNode, r msg.Renew) {
 	id := string(n.id) + "/" + r.Key
 	prev := c.renewSent[id]
@@ -268,7 +271,8 @@ func (c *checker) renewing(n *simNode, r msg.Renew) {
 	if !ok || tok != r.Token || !c.s.now.After(c.s.healedAt.Add(simLease)) {
 		return
 	}
-	due := exp.Add(-n.core.Holder().Lease(r.Key) / 2)
+	half := exp.Add(-n.core.Holder().Lease(r.Key) / 2)
+	due := half
 	for _, cs := range n.lockers {
 		if cs.key == r.Key && cs.admitted && !cs.closed {
 			if at := n.local(cs.at); at.After(due) {
@@ -276,7 +280,7 @@ func (c *checker) renewing(n *simNode, r msg.Renew) {
 			}
 		}
 	}
-	if prev.token == r.Token && !prev.at.Before(due) {
+	if prev.token == r.Token && (!prev.at.Before(due) || (!prev.at.Before(half) && now.Sub(prev.at) <= simRetry+simRetry/2)) {
 		return // a resend
 	}
 	if now.Sub(due) > simRetry/2 {

@@ -1,6 +1,8 @@
 package clustertest
 
 import (
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/homelock/homelock/delegation"
@@ -20,6 +22,7 @@ const (
 	invHomeView       = "D4 no grant while another delegation may be live (home view)"
 	invHolderFirst    = "D5 holder expires before its home"
 	invLiveness       = "L1 lease within the home's liveness"
+	invEpochBound     = "L2 epoch n's delegations end within EpochLease + Skew of n+1"
 	invFIFOReceipt    = "fairness: FIFO by receipt"
 	invFailClosedEp   = "V1 fail closed (learned epochs)"
 	invEcho           = "H22 a grant echoes the last attempt heard"
@@ -45,6 +48,7 @@ type independent struct {
 	live    map[procKey]time.Time // liveness on the node's clock
 	// epochs are every epoch any node learned, by number.
 	epochs  map[uint64]msg.Epoch
+	firstAt map[uint64]time.Time // when (true time) any process first learned each epoch
 	learned map[int]learnedAt
 	streaks map[streakKey]*streak
 	// heard is the request and attempt of the last Acquire a home acted on,
@@ -143,6 +147,7 @@ type deleg struct {
 	// Holder side, set once the holder's process accepted it.
 	accepted     bool
 	holderEnd    time.Time // on the holder's clock
+	under        uint64    // the home's epoch when it sent what set holderEnd (L2)
 	pendingSince time.Time // a Grant received this step, not yet judged
 	contended    bool
 	earlyRecall  bool
@@ -164,6 +169,7 @@ func newIndependent(s *Sim) *independent {
 		rounds:  make(map[roundKey]*round),
 		live:    make(map[procKey]time.Time),
 		epochs:  make(map[uint64]msg.Epoch),
+		firstAt: make(map[uint64]time.Time),
 		learned: make(map[int]learnedAt),
 		streaks: make(map[streakKey]*streak),
 		heard:   make(map[streakKey]heardAttempt),
@@ -193,6 +199,10 @@ func (c *independent) step(n *simNode, learned *epoch.Learned, events []delegati
 	if learned != nil {
 		c.epochs[learned.Epoch.Number] = learned.Epoch
 		c.learned[n.idx] = learnedAt{gen: n.gen, epoch: learned.Epoch}
+		if _, ok := c.firstAt[learned.Epoch.Number]; !ok && !c.s.stopped {
+			c.firstAt[learned.Epoch.Number] = c.s.now
+			c.epochBoundAll(learned.Epoch.Number)
+		}
 	}
 	var obs []observed
 	if n.idx < len(c.pending) {
@@ -439,7 +449,7 @@ func (c *independent) received(n *simNode, o observed) *deleg {
 		if ok {
 			end = n.local(anchor).Add(b.Lease - time.Duration(float64(b.Lease)*simDrift))
 		}
-		d.pendingSince, d.holderEnd = o.at, end
+		d.pendingSince, d.holderEnd, d.under = o.at, end, o.env.Epoch
 		return d
 	case msg.RenewReply:
 		d := c.find(b.Key, b.Token)
@@ -455,8 +465,9 @@ func (c *independent) received(n *simNode, o observed) *deleg {
 			return nil
 		}
 		if end := n.local(sent).Add(b.Lease - time.Duration(float64(b.Lease)*simDrift)); end.After(d.holderEnd) {
-			d.holderEnd = end
+			d.holderEnd, d.under = end, o.env.Epoch
 			c.exclusive(n, d)
+			c.epochBound(d)
 		}
 	case msg.Recall:
 		d := c.find(b.Key, b.Token)
@@ -548,6 +559,45 @@ func (c *independent) accept(n *simNode, d *deleg) {
 	}
 	d.accepted = true
 	c.exclusive(n, d)
+	c.epochBound(d)
+}
+
+// epochBound: a lease a home issued in epoch n is clamped to its liveness
+// in n, and no majority renews that liveness once it has promised n+1, so
+// the holder's use of it ends within EpochLease + Skew of the first moment
+// anyone learned a later epoch: what every later home's activation gate
+// waits out (docs/design.md). Judged from the epochs learned and the true
+// time, not from the liveness the checker derives for L1 (whose rounds it
+// takes the answers of at their word).
+func (c *independent) epochBound(d *deleg) {
+	if !c.validAtHolder(d) {
+		return
+	}
+	first := time.Time{}
+	for num, at := range c.firstAt {
+		if num > d.under && (first.IsZero() || at.Before(first)) {
+			first = at
+		}
+	}
+	if first.IsZero() {
+		return
+	}
+	if end := c.s.nodes[d.holder.node].trueAt(d.holderEnd); end.After(first.Add(simEpochLease + simSkew)) {
+		c.fail(invEpochBound, "%s holds %s %s, leased in epoch %d, until %v: more than EpochLease + Skew after a later epoch was first learned at %v",
+			c.s.nodes[d.holder.node].id, d.key, d.token, d.under, end.Sub(simBase), first.Sub(simBase))
+	}
+}
+
+// epochBoundAll applies epochBound to every delegation held when epoch num
+// is first learned.
+func (c *independent) epochBoundAll(num uint64) {
+	for _, key := range slices.Sorted(maps.Keys(c.delegs)) {
+		for _, d := range c.delegs[key] {
+			if d.accepted && d.under < num {
+				c.epochBound(d)
+			}
+		}
+	}
 }
 
 // exclusive checks D1 and D5 whenever d becomes valid or is extended.

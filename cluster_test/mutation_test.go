@@ -29,7 +29,7 @@ type mutationEntry struct {
 // TestEveryMutationListed; every entry must be caught by the simulator.
 var mutations = map[string]mutationEntry{
 	"Home.GrantMovedAtOnce":          {broken: []string{invHomeView, invExclusion, invDelegExclusion}, seeds: 50},
-	"Home.NoGateCarry":               {broken: []string{invHomeView, invTokenOrder, invDelegExclusion, invDeadHolder}, seeds: 100},
+	"Home.NoGateCarry":               {broken: []string{invHomeView, invTokenOrder, invDelegExclusion, invDeadHolder}, seeds: 400},
 	"Home.LIFO":                      {broken: []string{invFIFO, invFIFOReceipt}, seeds: 20},
 	"Home.DrainWhileGated":           {broken: []string{invHomeView, invDelegExclusion, invExclusion}, seeds: 1500},
 	"Home.NoRestartGate":             {broken: []string{invHomeView, invTokenOrder, invDelegExclusion}, seeds: 100},

@@ -146,7 +146,12 @@ func (m *Machine) Recall(now time.Time, env msg.Envelope, r msg.Recall) {
 		}
 		m.service(now, r.Key, ks)
 	case ks != nil && ks.phase == requested:
-		ks.edit().earlyRecall = r.Token
+		// Tokens grow, and the outstanding request's Grant carries the
+		// newest: an older Recall, arriving late, must not replace the mark
+		// of a newer one that overtook its Grant.
+		if x := ks.edit(); x.earlyRecall.Less(r.Token) {
+			x.earlyRecall = r.Token
+		}
 	case ks != nil && ks.last().token == r.Token:
 		if l := ks.last(); l.sent {
 			m.send(env.From.ID, msg.Release{Key: r.Key, Token: r.Token, Barrier: l.barrier})

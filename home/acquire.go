@@ -20,9 +20,15 @@ func (m *Machine) Acquire(now time.Time, env msg.Envelope, a msg.Acquire) {
 		m.send(env.From.ID, msg.NotHome{Key: a.Key, Req: a.Req})
 		return
 	}
-	if reason, ok := m.admissible(cur, env); !ok {
+	if reason, ok := m.admissible(cur, env.From, env.Version); !ok {
 		m.stats.Refused++
 		m.send(env.From.ID, msg.Refused{Key: a.Key, Req: a.Req, Reason: reason})
+		// A refused requester fails its lockers: whatever it asks next is a
+		// new request and queues from now, not from where the refused one
+		// stood (fairness).
+		if ke := m.keys.Get(a.Key); ke != nil {
+			m.removeWaiterFrom(ke, env.From.ID)
+		}
 		return
 	}
 	ke := m.entry(a.Key)
@@ -63,17 +69,50 @@ func (m *Machine) Acquire(now time.Time, env msg.Envelope, a msg.Acquire) {
 	}
 }
 
-// admissible applies the membership and version rules to a requester.
-func (m *Machine) admissible(cur *epochView, env msg.Envelope) (msg.RefuseReason, bool) {
-	mem, ok := cur.e.Member(env.From.ID)
-	if !ok || mem.Store != env.From.Store {
+// admissible applies the membership and version rules to a requester that
+// speaks version v.
+func (m *Machine) admissible(cur *epochView, from msg.Member, v uint32) (msg.RefuseReason, bool) {
+	mem, ok := cur.e.Member(from.ID)
+	if !ok || mem.Store != from.Store {
 		return msg.RefusedNotMember, false
 	}
 	// Versions match exactly, both as advertised in the epoch and as spoken.
-	if mem.Version != m.cfg.Self.Version || env.Version != m.cfg.Self.Version {
+	if mem.Version != m.cfg.Self.Version || v != m.cfg.Self.Version {
 		return msg.RefusedVersion, false
 	}
 	return 0, true
+}
+
+func (m *Machine) removeWaiterFrom(ke *entry, from msg.NodeID) {
+	for i, w := range ke.waiters() {
+		if w.from.ID == from {
+			ke.removeWaiter(i)
+			return
+		}
+	}
+}
+
+// refuseNonMembers drops the waiters the current epoch no longer admits,
+// refusing them as their next retry would be: a requester the epoch left out
+// is granted nothing, and does not keep its place for when it is back.
+func (m *Machine) refuseNonMembers(key string, ke *entry) {
+	cur := m.current()
+	if cur == nil {
+		return
+	}
+	ws := ke.waiters()
+	for i := 0; i < len(ws); {
+		w := ws[i]
+		reason, ok := m.admissible(cur, w.from, w.from.Version)
+		if ok {
+			i++
+			continue
+		}
+		ke.removeWaiter(i)
+		ws = ke.waiters()
+		m.stats.Refused++
+		m.send(w.from.ID, msg.Refused{Key: key, Req: w.req, Reason: reason})
+	}
 }
 
 func (m *Machine) waiterFor(ke *entry, from msg.Member) *waiter {
@@ -98,6 +137,7 @@ func (m *Machine) serve(now time.Time, key string, ke *entry) msg.WaitReason {
 		m.free(now, ke, false, nil)
 	}
 	m.dropStaleWaiters(now, ke)
+	m.refuseNonMembers(key, ke)
 	home := m.IsHome(key)
 	if ws := ke.waiters(); !home && len(ws) > 0 {
 		for _, w := range ws {

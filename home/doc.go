@@ -53,5 +53,7 @@
 //     behind those already waiting (a Queued request hears no
 //     Wait{holder}); a grant made while
 //     others wait is marked contended, so its holder admits one critical
-//     section and drains.
+//     section and drains. A refused requester (and a waiter the current
+//     epoch no longer admits, which is refused) leaves the queue: what it
+//     asks next queues anew.
 package home
