@@ -86,7 +86,7 @@ func (m *Machine) admissible(cur *epochView, from msg.Member, v uint32) (msg.Ref
 func (m *Machine) removeWaiterFrom(ke *entry, from msg.NodeID) {
 	for i, w := range ke.waiters() {
 		if w.from.ID == from {
-			ke.removeWaiter(i)
+			m.removeWaiter(ke, i)
 			return
 		}
 	}
@@ -108,7 +108,7 @@ func (m *Machine) refuseNonMembers(key string, ke *entry) {
 			i++
 			continue
 		}
-		ke.removeWaiter(i)
+		m.removeWaiter(ke, i)
 		ws = ke.waiters()
 		m.stats.Refused++
 		m.send(w.from.ID, msg.Refused{Key: key, Req: w.req, Reason: reason})
