@@ -55,7 +55,7 @@ var mutations = map[string]mutationEntry{
 	"Home.GrantPastLiveness":      {broken: []string{invLiveness}, seeds: 20},
 	"Home.GrantExpiryNoSkew":      {broken: []string{invHomeView, invDelegExclusion, invExclusion}, seeds: 20},
 	"Home.RenewPastLiveness":      {broken: []string{invLiveness}, seeds: 60},
-	"Home.RenewExpiryNoSkew":      {broken: []string{invHomeView, invDelegExclusion, invExclusion}, seeds: 40},
+	"Home.RenewExpiryNoSkew":      {broken: []string{invHomeView, invDelegExclusion, invExclusion}, seeds: 200},
 	"Home.ReclaimNoSkew":          {broken: []string{invHomeView, invDelegExclusion}, seeds: 20, schedule: func(seed uint64) SimConfig { return fixedSchedule(seed, pausedAdoptedHolder) }},
 	"Home.RestartGateNoSkew":      {broken: []string{invHomeView, invDelegExclusion}, seeds: 60, schedule: func(seed uint64) SimConfig { return longLeases(seed, pausedHolderAtRestart) }},
 	"Holder.LeaseNoDrift":         {broken: []string{invHolderLease, invHolderFirst, invDelegExclusion}, seeds: 20},
@@ -70,8 +70,8 @@ var mutations = map[string]mutationEntry{
 	"Holder.IgnoreRenewRefusal": {broken: []string{invRecall}, seeds: 1200},
 	// Agreement.
 	"Epoch.AdoptFirstValue":       {broken: []string{invEpochFork, invCertificate}, seeds: 20, schedule: func(seed uint64) SimConfig { return scripted(seed, lostHigherValue, nil) }},
-	"Epoch.AcceptBelowPromise":    {broken: []string{invEpochFork, invCertificate}, seeds: 100},
-	"Epoch.CountDuplicateAccepts": {broken: []string{invCertificate}, seeds: 30},
+	"Epoch.AcceptBelowPromise":    {broken: []string{invEpochFork, invCertificate}, seeds: 400},
+	"Epoch.CountDuplicateAccepts": {broken: []string{invCertificate}, seeds: 150},
 }
 
 // mutationSwitches lists every bool in Mutations (and in the structs within
