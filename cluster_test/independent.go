@@ -54,6 +54,10 @@ type independent struct {
 	// heard is the request and attempt of the last Acquire a home acted on,
 	// per requester and key.
 	heard map[streakKey]heardAttempt
+	// answered: the holder nodes whose Reclaim answer each restarted home
+	// process has adopted; it adopts one answer from each and ignores
+	// later ones.
+	answered map[answerKey]bool
 	// accepts are the Accepted replies sent (certificates.go).
 	accepts accepts
 	// barriers are the delegations' barriers and writes (barriers.go).
@@ -159,21 +163,28 @@ type deleg struct {
 	dropped bool
 }
 
+// answerKey names a holder node's Reclaim answer to one home process.
+type answerKey struct {
+	home   procKey
+	holder int
+}
+
 func newIndependent(s *Sim) *independent {
 	return &independent{
-		s:       s,
-		acqSent: make(map[acqKey]time.Time),
-		asker:   make(map[askKey]procKey),
-		renSent: make(map[renKey]time.Time),
-		delegs:  make(map[string][]*deleg),
-		rounds:  make(map[roundKey]*round),
-		live:    make(map[procKey]time.Time),
-		epochs:  make(map[uint64]msg.Epoch),
-		firstAt: make(map[uint64]time.Time),
-		learned: make(map[int]learnedAt),
-		streaks: make(map[streakKey]*streak),
-		heard:   make(map[streakKey]heardAttempt),
-		accepts: make(accepts),
+		s:        s,
+		acqSent:  make(map[acqKey]time.Time),
+		asker:    make(map[askKey]procKey),
+		renSent:  make(map[renKey]time.Time),
+		delegs:   make(map[string][]*deleg),
+		rounds:   make(map[roundKey]*round),
+		live:     make(map[procKey]time.Time),
+		epochs:   make(map[uint64]msg.Epoch),
+		firstAt:  make(map[uint64]time.Time),
+		learned:  make(map[int]learnedAt),
+		streaks:  make(map[streakKey]*streak),
+		heard:    make(map[streakKey]heardAttempt),
+		answered: make(map[answerKey]bool),
+		accepts:  make(accepts),
 	}
 }
 
@@ -498,18 +509,26 @@ func (c *independent) received(n *simNode, o observed) *deleg {
 		}
 	case msg.ReclaimAnswer:
 		// The restarted home adopts each reported delegation for the
-		// holder's remaining lease + Skew, measured from its receipt.
+		// holder's remaining lease + Skew, measured from its receipt, from
+		// the first answer each holder gives to a Reclaim of this
+		// incarnation: it ignores an answer to another incarnation's
+		// Reclaim and a holder's later answers (a resent Reclaim answered
+		// twice, a duplicate). The holder's lease cannot grow after its
+		// first answer (the restarted home renews nothing it did not
+		// adopt), so that answer bounds it.
+		from := c.s.nodeByID(o.env.From.ID)
+		ak := answerKey{p, from.idx}
+		if b.ForInc != n.disk.inc || c.answered[ak] {
+			break
+		}
+		c.answered[ak] = true
 		for _, h := range b.Held {
 			d := c.find(h.Key, h.Token)
-			if d == nil || d.holder.node != c.s.nodeByID(o.env.From.ID).idx {
+			if d == nil || d.holder.node != from.idx {
 				continue
 			}
-			// The first answer this home process adopts sets its view; a
-			// later one (a resent Reclaim answered late) only lengthens it,
-			// as does a renewal it granted meanwhile.
-			if end := c.homeEnd(n, h.Remaining); d.adoptedBy != p || end.After(d.homeEnd) {
-				d.homeEnd, d.adoptedBy = end, p
-			}
+			// A renewal this home process grants later lengthens it again.
+			d.homeEnd, d.adoptedBy = c.homeEnd(n, h.Remaining), p
 			if c.validAtHolder(d) {
 				if end := c.s.nodes[d.holder.node].trueAt(d.holderEnd); end.After(d.homeEnd) {
 					c.fail(invHolderFirst, "%s adopted %s %s until %v, but its holder may use it until %v",
