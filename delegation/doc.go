@@ -34,7 +34,10 @@
 //   - L2 one outstanding Acquire per key; request IDs (incarnation, sequence)
 //     only grow, across restarts too; a Grant that answers no outstanding
 //     request, arrives too late, or was recalled before it arrived is released
-//     unused: a lost or late reply never makes a second holder.
+//     unused: a lost or late reply never makes a second holder. A duplicate
+//     of the delegation last held is answered as its end was: its Release
+//     again, with the barrier it went back with, or nothing if it was lost
+//     (expired, clock jump), which the home waits out.
 //   - L3 no critical section is admitted on a recalled delegation (but one: a
 //     holder recalled after its Grant came and before it admitted anything
 //     admits its head locker once, the contended grant's one turn), on one with
