@@ -58,6 +58,11 @@ type independent struct {
 	// process has adopted; it adopts one answer from each and ignores
 	// later ones.
 	answered map[answerKey]bool
+	// grantedBy is the home process that granted each delegation, kept
+	// after the delegation itself is dropped from delegs: a home re-sends
+	// a Grant (same token, echoing the attempt it first answered) when a
+	// retransmitted Acquire comes, even late, and that is no new delegation.
+	grantedBy map[delegKey]procKey
 	// accepts are the Accepted replies sent (certificates.go).
 	accepts accepts
 	// barriers are the delegations' barriers and writes (barriers.go).
@@ -171,20 +176,21 @@ type answerKey struct {
 
 func newIndependent(s *Sim) *independent {
 	return &independent{
-		s:        s,
-		acqSent:  make(map[acqKey]time.Time),
-		asker:    make(map[askKey]procKey),
-		renSent:  make(map[renKey]time.Time),
-		delegs:   make(map[string][]*deleg),
-		rounds:   make(map[roundKey]*round),
-		live:     make(map[procKey]time.Time),
-		epochs:   make(map[uint64]msg.Epoch),
-		firstAt:  make(map[uint64]time.Time),
-		learned:  make(map[int]learnedAt),
-		streaks:  make(map[streakKey]*streak),
-		heard:    make(map[streakKey]heardAttempt),
-		answered: make(map[answerKey]bool),
-		accepts:  make(accepts),
+		s:         s,
+		acqSent:   make(map[acqKey]time.Time),
+		asker:     make(map[askKey]procKey),
+		renSent:   make(map[renKey]time.Time),
+		delegs:    make(map[string][]*deleg),
+		rounds:    make(map[roundKey]*round),
+		live:      make(map[procKey]time.Time),
+		epochs:    make(map[uint64]msg.Epoch),
+		firstAt:   make(map[uint64]time.Time),
+		learned:   make(map[int]learnedAt),
+		streaks:   make(map[streakKey]*streak),
+		heard:     make(map[streakKey]heardAttempt),
+		answered:  make(map[answerKey]bool),
+		grantedBy: make(map[delegKey]procKey),
+		accepts:   make(accepts),
 	}
 }
 
@@ -405,6 +411,15 @@ func (c *independent) grantSent(n *simNode, o observed, g msg.Grant) {
 	if d := c.find(g.Key, g.Token); d != nil && d.home.node == n.idx {
 		return // a re-sent Grant: no new delegation, no new expiry
 	}
+	if p, ok := c.grantedBy[delegKey{g.Key, g.Token}]; ok && p == c.proc(n) {
+		// Re-sent after the delegation ended as far as the checker is
+		// concerned (here a home resumed from a pause answers a deferred
+		// retransmission before its first tick expires the delegation):
+		// the Grant echoes the attempt it first answered, so its holder
+		// anchors the lease there and gains nothing (D1 still judges it).
+		return
+	}
+	c.grantedBy[delegKey{g.Key, g.Token}] = c.proc(n)
 	to := c.s.nodeByID(o.env.To)
 	if to == nil {
 		return
