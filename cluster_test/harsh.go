@@ -203,13 +203,7 @@ func (s *Sim) lockOnce(n *simNode, key string) {
 	if n == nil || n.core == nil || n.paused || n.gone || !s.now.Before(s.healedAt) {
 		return
 	}
-	n.nextID++
-	cs := &critical{node: n, gen: n.gen, locker: n.nextID, key: key, started: s.now, oneShot: true}
-	n.lockers[cs.locker] = cs
-	now := n.local(s.now)
-	deadline := now.Add(simWait)
-	s.check.lockStarted(cs, n.trueAt(deadline))
-	n.apply(s, n.core.Lock(now, key, cs.locker, deadline, 0))
+	s.startLock(n, &critical{key: key, oneShot: true}, simWait)
 }
 
 // harshFault is one of randomFault's draws: k in [0, harshKinds).

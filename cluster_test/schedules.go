@@ -22,13 +22,7 @@ func (s *Sim) LockKeyFor(id, key string, hold time.Duration) {
 	if n == nil || n.core == nil || n.paused {
 		return
 	}
-	n.nextID++
-	cs := &critical{node: n, gen: n.gen, locker: n.nextID, key: key, started: s.now, hold: hold}
-	n.lockers[cs.locker] = cs
-	now := n.local(s.now)
-	deadline := now.Add(simWait)
-	s.check.lockStarted(cs, n.trueAt(deadline))
-	n.apply(s, n.core.Lock(now, key, cs.locker, deadline, 0))
+	s.startLock(n, &critical{key: key, hold: hold}, simWait)
 }
 
 // keyHomedAt returns a key whose home is node id in the epoch node id has

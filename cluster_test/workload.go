@@ -77,9 +77,7 @@ func (s *Sim) lockStart(n *simNode, e *event) {
 	if s.rng.Float64() < 0.6 && s.cfg.HotKeys > 0 {
 		key = s.keyName(true, s.rng.IntN(s.cfg.HotKeys))
 	}
-	n.nextID++
-	cs := &critical{node: n, gen: n.gen, locker: n.nextID, key: key, started: s.now}
-	n.lockers[cs.locker] = cs
+	cs := &critical{key: key}
 	var lease time.Duration
 	if s.rng.IntN(3) == 0 {
 		lease = 200*time.Millisecond + time.Duration(s.rng.Int64N(int64(800*time.Millisecond)))
@@ -92,10 +90,20 @@ func (s *Sim) lockStart(n *simNode, e *event) {
 		cs.key, cs.long, lease, wait = longKey, true, 0, 12*time.Second
 	}
 	cs.lease = lease
+	s.startLock(n, cs, wait)
+}
+
+// startLock makes cs one of n's lockers and has n lock cs.key for it, with
+// cs.lease and a deadline wait from now; the workload, the targeted
+// acquires (harsh.go) and the fixed schedules all start locks here.
+func (s *Sim) startLock(n *simNode, cs *critical, wait time.Duration) {
+	n.nextID++
+	cs.node, cs.gen, cs.locker, cs.started = n, n.gen, n.nextID, s.now
+	n.lockers[cs.locker] = cs
 	now := n.local(s.now)
 	deadline := now.Add(wait)
 	s.check.lockStarted(cs, n.trueAt(deadline))
-	n.apply(s, n.core.Lock(now, cs.key, cs.locker, deadline, lease))
+	n.apply(s, n.core.Lock(now, cs.key, cs.locker, deadline, cs.lease))
 }
 
 func (s *Sim) onEvent(n *simNode, e delegation.Event) {
