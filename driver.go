@@ -52,27 +52,35 @@ func (n *Node) apply(now time.Time, rd core.Ready) {
 }
 
 // send hands a step's messages to the transport, those for one peer as one
-// batch (one stream frame), each peer's in the order the step made them.
+// batch (one stream frame), each peer's in the order the step made them
+// (mu held). The transports copy what they are handed, so the batches'
+// buffers are kept from step to step: a step allocates nothing here.
 func (n *Node) send(msgs []core.Outgoing) {
-	var done []bool
-	if len(msgs) > 1 {
-		done = make([]bool, len(msgs))
+	if n.batches == nil {
+		n.batches = make(map[msg.NodeID]int)
 	}
-	for i, o := range msgs {
-		if done != nil && done[i] {
-			continue // in an earlier message's batch
-		}
-		envs := []msg.Envelope{o.Env}
-		for j := i + 1; j < len(msgs); j++ {
-			if !done[j] && msgs[j].To.ID == o.To.ID {
-				envs = append(envs, msgs[j].Env)
-				done[j] = true
+	peers := n.batchTo[:0]
+	for _, o := range msgs {
+		b, ok := n.batches[o.To.ID]
+		if !ok {
+			b = len(peers)
+			n.batches[o.To.ID] = b
+			peers = append(peers, o.To)
+			if b == len(n.batch) {
+				n.batch = append(n.batch, nil)
 			}
+			n.batch[b] = n.batch[b][:0]
 		}
-		if err := transport.SendAll(n.tr, o.To, envs); err != nil && !errors.Is(err, transport.ErrClosed) {
-			n.log.Warn("send failed", "to", o.To.ID, "kind", o.Env.Body.Kind(), "batch", len(envs), "err", err)
-		}
+		n.batch[b] = append(n.batch[b], o.Env)
 	}
+	for b, to := range peers {
+		if err := transport.SendAll(n.tr, to, n.batch[b]); err != nil && !errors.Is(err, transport.ErrClosed) {
+			n.log.Warn("send failed", "to", to.ID, "kind", n.batch[b][0].Body.Kind(), "batch", len(n.batch[b]), "err", err)
+		}
+		clear(n.batch[b]) // the bodies, until the next step
+		delete(n.batches, to.ID)
+	}
+	n.batchTo = peers
 }
 
 // fail stops the node after a store failure (mu held).

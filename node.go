@@ -37,7 +37,12 @@ type Node struct {
 
 	// mu serialises every step of the core (the state machines are not safe
 	// for concurrent use) and the driver state below.
-	mu      sync.Mutex
+	mu sync.Mutex
+	// batches, batch and batchTo are send's buffers (driver.go): the
+	// index of each peer's batch in a step, the batches, their peers.
+	batches map[msg.NodeID]int
+	batch   [][]msg.Envelope
+	batchTo []msg.Member
 	core    *core.Node
 	closing bool  // Close began: no new lockers
 	closed  bool  // no more steps
