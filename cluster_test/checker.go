@@ -10,6 +10,7 @@ import (
 	"github.com/homelock/homelock/epoch"
 	"github.com/homelock/homelock/fence"
 	"github.com/homelock/homelock/internal/core"
+	"github.com/homelock/homelock/internal/simtest"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -21,7 +22,9 @@ const (
 	invLostUpdate   = "I4 no lost update"
 	invNoHang       = "I5 nothing hangs"
 	invProgress     = "I5 progress after heal"
-	invEpochFork    = "E1 epochs never fork"
+	invEpochFork    = simtest.InvEpochFork
+	invEpochGrows   = simtest.InvEpochGrows
+	invEpochLive    = simtest.InvEpochLive
 	invLinearizable = "I4 linearizable history (porcupine)"
 	invFIFO         = "fairness: FIFO grants"
 	invFailClosed   = "V1 mixed versions fail closed"
@@ -58,7 +61,8 @@ type checker struct {
 	acks       int
 	admissions int
 	ops        map[string][]porcupine.Operation
-	epochs     map[uint64]uint64 // number → digest
+	// agree checks epoch agreement (E1, E2) from what nodes synced.
+	agree simtest.Agreement[*simNode]
 	// progress bookkeeping for the healed phase
 	progress map[string]map[msg.NodeID]int
 	asked    map[string]map[msg.NodeID]int
@@ -77,7 +81,7 @@ type renewMark struct {
 }
 
 func newChecker(s *Sim) *checker {
-	return &checker{
+	c := &checker{
 		s:          s,
 		open:       make(map[string][]*critical),
 		maxAdmit:   make(map[string]fence.Token),
@@ -85,13 +89,14 @@ func newChecker(s *Sim) *checker {
 		maxGranted: make(map[string]fence.Token),
 		regs:       make(map[string]*register),
 		ops:        make(map[string][]porcupine.Operation),
-		epochs:     make(map[uint64]uint64),
 		progress:   make(map[string]map[msg.NodeID]int),
 		asked:      make(map[string]map[msg.NodeID]int),
 		ghosts:     make(map[string][]ghost),
 		lastAdmit:  make(map[string]time.Time),
 		renewSent:  make(map[string]renewMark),
 	}
+	c.agree = simtest.Agreement[*simNode]{Fail: c.fail, EpochLease: simEpochLease, Base: simBase}
+	return c
 }
 
 func (c *checker) fail(inv, format string, args ...any) {
@@ -345,11 +350,16 @@ func (c *checker) fifo(n *simNode, g msg.Grant) {
 }
 
 func (c *checker) learned(n *simNode, l epoch.Learned) {
-	d := l.Epoch.Digest()
-	if prev, ok := c.epochs[l.Epoch.Number]; ok && prev != d {
-		c.fail(invEpochFork, "%s learned epoch %d %v, which differs from one learned before", n.id, l.Epoch.Number, memberIDs(l.Epoch))
+	c.agree.Learned(n, c.s.now, l.Epoch, nil)
+}
+
+// live records the epoch liveness n holds after a step (E2).
+func (c *checker) live(n *simNode) {
+	if lu := n.core.LiveUntil(); !lu.IsZero() {
+		if l, ok := n.core.Current(); ok {
+			c.agree.Live(l.Epoch.Number, n.trueAt(lu))
+		}
 	}
-	c.epochs[l.Epoch.Number] = d
 }
 
 // final runs the end-of-run checks: no lost increment (counter and

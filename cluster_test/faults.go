@@ -98,10 +98,10 @@ func (s *Sim) randomFault() {
 		s.After(d, func() { s.resume(n) })
 	case 6, 7: // a lossy, duplicating, reordering network for a while
 		s.faults["lossy"]++
-		s.net.drop = 0.05 + s.rng.Float64()*0.15
-		s.net.dup = 0.05
-		s.net.slow = true
-		s.After(upTo(2*time.Second), func() { s.net.drop, s.net.dup, s.net.slow = 0, 0, false })
+		s.net.Drop = 0.05 + s.rng.Float64()*0.15
+		s.net.Dup = 0.05
+		s.slowNet(true)
+		s.After(upTo(2*time.Second), func() { s.net.Drop, s.net.Dup = 0, 0; s.slowNet(false) })
 	case 8: // a clean leave, then Join again a while later
 		n := s.randomNode()
 		if !n.up() {
@@ -177,7 +177,7 @@ func (s *Sim) randomFault() {
 		}
 		s.faults["proposal_duel"]++
 		s.budget(4) // two forced removals and their joins
-		s.net.slow = true
+		s.slowNet(true)
 		p := s.rng.Perm(len(live))
 		a, b, victimA, victimB := live[p[0]], live[p[1]], live[p[2]], live[p[1]]
 		if len(live) > 3 {
@@ -186,7 +186,7 @@ func (s *Sim) randomFault() {
 		s.trace("duel %s removes %s, %s removes %s", a.id, victimA.id, b.id, victimB.id)
 		a.apply(s, a.core.ProposeRemove(a.local(s.now), victimA.member))
 		b.apply(s, b.core.ProposeRemove(b.local(s.now), victimB.member))
-		s.After(upTo(2*time.Second), func() { s.net.slow = false })
+		s.After(upTo(2*time.Second), func() { s.slowNet(false) })
 	}
 }
 
@@ -233,7 +233,7 @@ func (s *Sim) upgrade(n *simNode) {
 // resumed. Membership heals by itself from here (the core's rejoins).
 func (s *Sim) healAll() {
 	s.trace("heal all")
-	s.net.heal()
+	s.net.Heal()
 	clear(s.blackout)
 	for _, n := range s.nodes {
 		s.resume(n)
@@ -250,9 +250,9 @@ func (s *Sim) cutOff(group []*simNode, oneWay bool) {
 	for _, a := range group {
 		for _, b := range s.nodes {
 			if !in[b.idx] {
-				s.net.cut[[2]int{a.idx, b.idx}] = true
+				s.net.Cut(a.idx, b.idx)
 				if !oneWay {
-					s.net.cut[[2]int{b.idx, a.idx}] = true
+					s.net.Cut(b.idx, a.idx)
 				}
 			}
 		}
@@ -262,8 +262,8 @@ func (s *Sim) cutOff(group []*simNode, oneWay bool) {
 func (s *Sim) healLinks(group []*simNode) {
 	for _, a := range group {
 		for _, b := range s.nodes {
-			delete(s.net.cut, [2]int{a.idx, b.idx})
-			delete(s.net.cut, [2]int{b.idx, a.idx})
+			s.net.Mend(a.idx, b.idx)
+			s.net.Mend(b.idx, a.idx)
 		}
 	}
 	s.trace("heal %v", ids(group))

@@ -54,7 +54,7 @@ func (n *simNode) up() bool { return n.core != nil && !n.paused && !n.gone }
 
 // gossipReach reports whether a's probes reach b and are answered.
 func (s *Sim) gossipReach(a, b *simNode) bool {
-	return b.up() && !s.net.blocked(a.idx, b.idx) && !s.net.blocked(b.idx, a.idx) &&
+	return b.up() && !s.net.Blocked(a.idx, b.idx) && !s.net.Blocked(b.idx, a.idx) &&
 		!s.blackout[a.idx] && !s.blackout[b.idx]
 }
 

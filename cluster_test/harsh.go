@@ -121,12 +121,12 @@ func (n *simNode) stalledLocal(t time.Time) time.Time {
 		}
 		run -= st.to.Sub(st.from)
 	}
-	return simBase.Add(n.offset + time.Duration(float64(run)*n.rate))
+	return simBase.Add(n.clock.Offset + time.Duration(float64(run)*n.clock.Rate))
 }
 
 // stalledTrueAt is the latest true time at which the clock reads l.
 func (n *simNode) stalledTrueAt(l time.Time) time.Time {
-	run := time.Duration(float64(l.Sub(simBase)-n.offset) / n.rate)
+	run := time.Duration(float64(l.Sub(simBase)-n.clock.Offset) / n.clock.Rate)
 	var missed time.Duration
 	for _, st := range n.stalls {
 		missed += st.to.Sub(st.from)
@@ -227,8 +227,8 @@ func (s *Sim) harshFault(k int, upTo func(time.Duration) time.Duration) {
 		s.After(d, func() { s.resumeMessagesFirst(n) })
 	case 2: // delays of seconds
 		s.faults["delay_seconds"]++
-		s.net.long = 500*time.Millisecond + time.Duration(s.rng.Int64N(int64(2500*time.Millisecond)))
-		s.After(upTo(3*time.Second), func() { s.net.long = 0 })
+		s.longNet(500*time.Millisecond + time.Duration(s.rng.Int64N(int64(2500*time.Millisecond))))
+		s.After(upTo(3*time.Second), func() { s.longNet(0) })
 	case 3: // old messages across a restart, both ways
 		if !s.harsh.keep {
 			return
@@ -451,10 +451,10 @@ func upTo(s *Sim, d time.Duration) time.Duration {
 
 // keysHomedBy returns up to k keys whose home is n in the epoch n learned.
 func (s *Sim) keysHomedBy(n *simNode, k int) []string {
-	if n.disk.learned == nil {
+	if n.disk.Learned() == nil {
 		return nil
 	}
-	ring := epoch.NewRing(n.disk.learned.Epoch)
+	ring := epoch.NewRing(n.disk.Learned().Epoch)
 	var out []string
 	for i := 0; len(out) < k && i < 200; i++ {
 		key := fmt.Sprintf("m-%d", i)

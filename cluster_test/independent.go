@@ -533,7 +533,7 @@ func (c *independent) received(n *simNode, o observed) *deleg {
 		// adopt), so that answer bounds it.
 		from := c.s.nodeByID(o.env.From.ID)
 		ak := answerKey{p, from.idx}
-		if b.ForInc != n.disk.inc || c.answered[ak] {
+		if b.ForInc != n.disk.Inc || c.answered[ak] {
 			break
 		}
 		c.answered[ak] = true
@@ -659,8 +659,8 @@ func (c *independent) learnedBy(n *simNode) (msg.Epoch, bool) {
 	if l, ok := c.learned[n.idx]; ok && l.gen == n.gen {
 		return l.epoch, true
 	}
-	if n.disk.learned != nil {
-		return n.disk.learned.Epoch, true
+	if n.disk.Learned() != nil {
+		return n.disk.Learned().Epoch, true
 	}
 	return msg.Epoch{}, false
 }

@@ -29,10 +29,10 @@ func (s *Sim) LockKeyFor(id, key string, hold time.Duration) {
 // learned.
 func (s *Sim) keyHomedAt(id string) string {
 	n := s.Node(id)
-	if n.disk.learned == nil {
+	if n.disk.Learned() == nil {
 		return "k0"
 	}
-	ring := epoch.NewRing(n.disk.learned.Epoch)
+	ring := epoch.NewRing(n.disk.Learned().Epoch)
 	for i := 0; ; i++ {
 		k := fmt.Sprintf("k%d", i)
 		if h, ok := ring.Home(k); ok && string(h.ID) == id {
@@ -77,14 +77,14 @@ func lateOldGrant(s *Sim) {
 	at := simEpochLease + simSkew + 300*time.Millisecond
 	var key string
 	s.After(at, func() {
-		s.net.slow = true
+		s.slowNet(true)
 		key = s.keyHomedAt("n1")
 		s.LockKey("n2", key)
 	})
 	s.After(at+3*time.Millisecond, func() { s.Crash("n1") })
 	s.After(at+6*time.Millisecond, func() { s.Restart("n1") })
 	s.After(at+200*time.Millisecond, func() {
-		s.net.slow = false
+		s.slowNet(false)
 		s.LockKey("n3", key)
 	})
 }
@@ -203,7 +203,7 @@ func renewedOutsider(s *Sim) {
 // keyMovingOff returns a key homed at id in the epoch node by has learned,
 // and at to in that epoch without id.
 func (s *Sim) keyMovingOff(by, id, to string) string {
-	e := s.Node(by).disk.learned.Epoch
+	e := s.Node(by).disk.Learned().Epoch
 	without := e.Clone()
 	without.Members = nil
 	for _, m := range e.Members {
@@ -257,7 +257,7 @@ func staleDrained(s *Sim) {
 	})
 	second := uint64(0)
 	s.After(at+4*time.Second, func() {
-		second = s.Node("n1").disk.learned.Epoch.Number
+		second = s.Node("n1").disk.Learned().Epoch.Number
 		s.ProposeRemove("n1", "n4")
 	})
 	s.After(at+4500*time.Millisecond, func() { s.LockKeyFor("n2", key, 8*time.Second) })
@@ -266,7 +266,7 @@ func staleDrained(s *Sim) {
 	var back func()
 	back = func() {
 		n := s.Node("n4")
-		if l := n.disk.learned; n.core == nil || l == nil || l.Epoch.Number <= second || !l.Epoch.Has(n.member) {
+		if l := n.disk.Learned(); n.core == nil || l == nil || l.Epoch.Number <= second || !l.Epoch.Has(n.member) {
 			s.After(5*time.Millisecond, back)
 			return
 		}

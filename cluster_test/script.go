@@ -38,8 +38,8 @@ func (s *Sim) ProposeRemove(by, victim string) {
 func (s *Sim) Cut(a, b string) {
 	x, y := s.Node(a), s.Node(b)
 	s.budget(4) // each may see the other down: two removals, two joins
-	s.net.cut[[2]int{x.idx, y.idx}] = true
-	s.net.cut[[2]int{y.idx, x.idx}] = true
+	s.net.Cut(x.idx, y.idx)
+	s.net.Cut(y.idx, x.idx)
 }
 
 // forgottenAcceptance is the forgetful-acceptor counterexample (docs/design.md). n1 proposes an epoch

@@ -8,7 +8,7 @@ import (
 	"github.com/homelock/homelock/epoch"
 	"github.com/homelock/homelock/home"
 	"github.com/homelock/homelock/internal/core"
-	"github.com/homelock/homelock/internal/deadline"
+	"github.com/homelock/homelock/internal/simtest"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -17,10 +17,8 @@ type simNode struct {
 	idx    int
 	id     msg.NodeID
 	member msg.Member
-	// The node's clock: local = base + offset + (true − base) × rate. It keeps
-	// counting while the process is paused or down, like CLOCK_BOOTTIME.
-	rate   float64
-	offset time.Duration
+	// clock is the node's clock (offset and rate within the drift bound).
+	clock simtest.Clock
 	// stalls are the suspends this clock missed (clockjump.go): empty but
 	// for clock-jump schedules.
 	stalls []clockStall
@@ -53,43 +51,38 @@ type simNode struct {
 	store map[string]int
 }
 
+// String names the node in violations.
+func (n *simNode) String() string { return string(n.id) }
+
 // disk is what survives a crash: only what a Ready asked to sync.
 type disk struct {
-	store    uint64
-	inc      uint64
-	acceptor map[uint64]epoch.AcceptorRecord
-	learned  *epoch.Learned
-	markers  map[uint64]bool
+	simtest.Disk[epoch.AcceptorRecord, epoch.Learned]
 	// known are the members' gossip addresses the core asked to keep.
 	known map[msg.NodeID]string
 }
 
-// local and trueAt convert between true time and n's clock. They work in
-// Unix nanoseconds: time.Time.Sub checks for overflow with an Add and an
-// Equal, and these run several times per event. The results are those of
-// simBase.Add(...) with t.Sub(simBase), for any time within centuries.
+// local and trueAt convert between true time and n's clock, which skips
+// the suspends it missed (harsh.go).
 func (n *simNode) local(t time.Time) time.Time {
 	if len(n.stalls) > 0 {
 		return n.stalledLocal(t)
 	}
-	return time.Unix(0, simBaseNano+int64(n.offset)+int64(float64(t.UnixNano()-simBaseNano)*n.rate))
+	return n.clock.Local(t)
 }
 
 func (n *simNode) trueAt(l time.Time) time.Time {
 	if len(n.stalls) > 0 {
 		return n.stalledTrueAt(l)
 	}
-	return time.Unix(0, simBaseNano+int64(float64(l.UnixNano()-simBaseNano-int64(n.offset))/n.rate))
+	return n.clock.True(l)
 }
 
+// state is what a restart loads from the disk.
 func (d *disk) state() epoch.State {
-	st := epoch.State{}
-	for _, i := range deadline.SortedKeys(d.acceptor) {
-		st.Acceptor = append(st.Acceptor, d.acceptor[i])
-	}
-	if d.learned != nil {
-		l := *d.learned
-		st.Learned = &l
+	st := epoch.State{Acceptor: d.Acceptors()}
+	if l := d.Learned(); l != nil {
+		c := *l
+		st.Learned = &c
 	}
 	return st
 }
@@ -102,7 +95,7 @@ func (s *Sim) nodeConfig(n *simNode) core.Config {
 	return core.Config{
 		Observe: func(env msg.Envelope, sent bool) { s.indep.observe(n, env, sent) },
 		Self:    n.member,
-		Inc:     n.disk.inc,
+		Inc:     n.disk.Inc,
 		Epoch: epoch.Config{
 			EpochLease:     simEpochLease,
 			MaxDrift:       simDrift,
@@ -136,8 +129,8 @@ func (s *Sim) nodeConfig(n *simNode) core.Config {
 // epoch's node IDs) or, with no epoch on disk, join through its seeds. The
 // rest is the core's: gossip rejoins, the restart gate, joins.
 func (n *simNode) start(s *Sim, initial []msg.NodeID) {
-	if !s.cfg.Mutations.incarnationNotPersisted() || n.disk.inc == 0 {
-		n.disk.inc++
+	if !s.cfg.Mutations.incarnationNotPersisted() || n.disk.Inc == 0 {
+		n.disk.Inc++
 	}
 	n.gen++
 	n.paused = false
@@ -146,15 +139,15 @@ func (n *simNode) start(s *Sim, initial []msg.NodeID) {
 	n.lockers = make(map[uint64]*critical)
 	now := n.local(s.now)
 	st := n.disk.state()
-	marker := st.Learned != nil && n.disk.markers[st.Learned.Epoch.Number]
+	marker := st.Learned != nil && n.disk.Markers[st.Learned.Epoch.Number]
 	cfg := s.nodeConfig(n)
 	cfg.Members.Seeds = n.seeds
 	cfg.Members.Known = maps.Clone(n.disk.known)
-	if n.disk.inc > 1 {
+	if n.disk.Inc > 1 {
 		cfg.Members.RejoinAfter = now.Add(simEpochLease + simSkew)
 	}
 	n.core = core.New(cfg, now, st, marker)
-	s.trace("start %s inc=%d epoch=%v", n.id, n.disk.inc, learnedNumber(st.Learned))
+	s.trace("start %s inc=%d epoch=%v", n.id, n.disk.Inc, learnedNumber(st.Learned))
 	switch {
 	case initial != nil:
 		n.core.StartBootstrap(initial)
@@ -178,29 +171,25 @@ func (n *simNode) apply(s *Sim, rd core.Ready) {
 	s.indep.step(n, rd.Learned, rd.Events)
 	for _, r := range rd.Acceptor {
 		if !s.cfg.Mutations.acceptorNotPersisted() {
-			n.disk.acceptor[r.Instance] = r
+			n.disk.SyncAcceptor(r.Instance, r)
 		}
 	}
 	if rd.Learned != nil && !s.cfg.Mutations.learnedNotPersisted() {
-		l := *rd.Learned
-		n.disk.learned = &l
-		for i := range n.disk.acceptor {
-			if i <= l.Epoch.Number {
-				delete(n.disk.acceptor, i)
-			}
-		}
+		n.disk.SyncLearned(*rd.Learned)
+		n.disk.Prune(rd.Learned.Epoch.Number)
 	}
 	if rd.Learned != nil {
 		s.check.learned(n, *rd.Learned)
 		s.noteEpochNumber(rd.Learned.Epoch.Number)
 	}
 	for _, g := range rd.GatePassed {
-		n.disk.markers[g] = true
+		n.disk.Markers[g] = true
 	}
 	for _, o := range rd.Msgs {
 		s.check.sent(n, o)
 		s.send(n, o)
 	}
+	s.check.live(n)
 	s.carryMembership(n, rd)
 	for _, e := range rd.Events {
 		s.onEvent(n, e)

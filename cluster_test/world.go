@@ -10,6 +10,7 @@ import (
 	"github.com/homelock/homelock/epoch"
 	"github.com/homelock/homelock/fence"
 	"github.com/homelock/homelock/internal/core"
+	"github.com/homelock/homelock/internal/simtest"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -26,9 +27,6 @@ const (
 
 var simBase = time.Unix(1_000_000, 0)
 
-// simBaseNano is simBase in Unix nanoseconds.
-const simBaseNano = 1_000_000 * int64(time.Second)
-
 // Sim is one simulated cluster: nodes running the real state machines, a
 // hostile network, a workload and the invariant checkers, all driven by one
 // seeded RNG and virtual time.
@@ -36,8 +34,7 @@ type Sim struct {
 	cfg   SimConfig
 	rng   *rand.Rand
 	now   time.Time // true time
-	seq   uint64
-	queue eventQueue
+	queue simtest.Queue[*event]
 
 	nodes []*simNode
 	net   network
@@ -95,67 +92,9 @@ type event struct {
 	run  func()
 }
 
-// eventQueue is a binary min-heap ordered by (time, sequence). The keys sit
-// inline beside the pointer so that ordering never chases an event: the queue
-// is the simulator's hottest structure.
-type eventQueue []queueItem
-
-type queueItem struct {
-	at  int64 // UnixNano of the event's true time
-	seq uint64
-	e   *event
-}
-
-func (a queueItem) before(b queueItem) bool {
-	if a.at != b.at {
-		return a.at < b.at
-	}
-	return a.seq < b.seq
-}
-
-func (q *eventQueue) push(it queueItem) {
-	h := append(*q, it)
-	i := len(h) - 1
-	for i > 0 {
-		parent := (i - 1) / 2
-		if !h[i].before(h[parent]) {
-			break
-		}
-		h[i], h[parent] = h[parent], h[i]
-		i = parent
-	}
-	*q = h
-}
-
-func (q *eventQueue) pop() *event {
-	h := *q
-	top := h[0].e
-	last := len(h) - 1
-	h[0] = h[last]
-	h[last] = queueItem{}
-	h = h[:last]
-	for i := 0; ; {
-		least, l, r := i, 2*i+1, 2*i+2
-		if l < len(h) && h[l].before(h[least]) {
-			least = l
-		}
-		if r < len(h) && h[r].before(h[least]) {
-			least = r
-		}
-		if least == i {
-			break
-		}
-		h[i], h[least] = h[least], h[i]
-		i = least
-	}
-	*q = h
-	return top
-}
-
 func (s *Sim) at(t time.Time, e *event) {
-	s.seq++
-	e.at, e.seq = t, s.seq
-	s.queue.push(queueItem{at: t.UnixNano(), seq: s.seq, e: e})
+	e.at = t
+	e.seq = s.queue.Push(t.UnixNano(), e)
 }
 
 // After runs f at virtual offset d from now (scripts use it).
@@ -233,21 +172,21 @@ func (s *Sim) addNode(i int) *simNode {
 		version = s.cfg.Versions[i]
 	}
 	n := &simNode{
-		idx:    i,
-		id:     msg.NodeID(fmt.Sprintf("n%d", i+1)),
-		rate:   s.clockRate(),
-		offset: time.Duration(s.rng.Int64N(int64(time.Hour))),
-		disk:   disk{store: s.rng.Uint64() | 1, acceptor: map[uint64]epoch.AcceptorRecord{}, markers: map[uint64]bool{}},
+		idx: i,
+		id:  msg.NodeID(fmt.Sprintf("n%d", i+1)),
 	}
-	n.member = msg.Member{ID: n.id, Store: n.disk.store, Addr: string(n.id), Version: version}
+	rate := s.clockRate()
+	n.clock = simtest.NewClock(simBase, time.Duration(s.rng.Int64N(int64(time.Hour))), rate)
+	n.disk.Disk = simtest.NewDisk[epoch.AcceptorRecord, epoch.Learned](s.rng.Uint64() | 1)
+	n.member = msg.Member{ID: n.id, Store: n.disk.Store, Addr: string(n.id), Version: version}
 	s.nodes = append(s.nodes, n)
 	return n
 }
 
 func (s *Sim) run() {
 	end := simBase.Add(s.cfg.Duration)
-	for len(s.queue) > 0 && !s.stopped {
-		e := s.queue.pop()
+	for s.queue.Len() > 0 && !s.stopped {
+		_, e := s.queue.Pop()
 		if e.at.After(end) {
 			break
 		}
@@ -316,21 +255,20 @@ func (s *Sim) send(from *simNode, o core.Outgoing) {
 	if s.keepOld(from, to, o.Env) {
 		return // detained: it arrives late (harsh.go)
 	}
-	if s.net.blocked(from.idx, to.idx) {
+	if s.net.Blocked(from.idx, to.idx) {
 		s.faults["partition_drop"]++
 		return
 	}
-	if s.rng.Float64() < s.net.drop {
+	copies := s.net.Fate(s.rng)
+	switch copies {
+	case 0:
 		s.faults["drop"]++
 		return
-	}
-	copies := 1
-	if s.rng.Float64() < s.net.dup {
+	case 2:
 		s.faults["duplicate"]++
-		copies = 2
 	}
 	for c := 0; c < copies; c++ {
-		d := s.net.delay(s.rng)
+		d := s.net.Delay.Draw(s.rng)
 		if d > 5*time.Millisecond {
 			s.faults["delay"]++
 		}
