@@ -2,22 +2,38 @@ package epoch
 
 import (
 	"math/rand/v2"
-	"slices"
 	"time"
 
+	"github.com/homelock/homelock/internal/simtest"
 	"github.com/homelock/homelock/msg"
 )
 
 // cluster is a hand-driven network for fixed schedules: messages wait in a
-// queue until a test delivers or drops them, so a schedule reads like the
-// hazard it reproduces. Durable state is kept per node as in the simulator.
+// mailbox until a test delivers or drops them, so a schedule reads like the
+// hazard it reproduces. Each node keeps a disk as in the simulator, and the
+// shared agreement checker watches every epoch learned.
 type cluster struct {
-	now     time.Time
-	nodes   map[msg.NodeID]*Machine
-	cfgs    map[msg.NodeID]Config
-	dur     map[msg.NodeID]*State
-	q       []msg.Envelope
-	learned map[uint64][]msg.Epoch // every epoch any node learned, by number
+	now   time.Time
+	nodes map[msg.NodeID]*Machine
+	cfgs  map[msg.NodeID]Config
+	disks map[msg.NodeID]*disk
+	q     simtest.Mailbox[msg.Envelope]
+	agree simtest.Agreement[msg.NodeID]
+	// broken are the violations the agreement checker found, by invariant.
+	broken map[string]int
+}
+
+// disk is what survives a node's crash.
+type disk = simtest.Disk[AcceptorRecord, Learned]
+
+// state is what a restart loads from d.
+func state(d *disk) State {
+	st := State{Acceptor: d.Acceptors()}
+	if l := d.Learned(); l != nil {
+		c := cloneLearned(*l)
+		st.Learned = &c
+	}
+	return cloneState(st)
 }
 
 func testCfg(id string) Config {
@@ -29,7 +45,15 @@ func testCfg(id string) Config {
 
 func newCluster(ids ...string) (*cluster, []msg.Member) {
 	c := &cluster{now: simBase, nodes: map[msg.NodeID]*Machine{}, cfgs: map[msg.NodeID]Config{},
-		dur: map[msg.NodeID]*State{}, learned: map[uint64][]msg.Epoch{}}
+		disks: map[msg.NodeID]*disk{}, broken: map[string]int{}}
+	// Epoch 0 is each node's configured list: a node given another one
+	// (TestBootstrapDifferentListRefused) holds its own.
+	c.agree = simtest.Agreement[msg.NodeID]{
+		Fail:           func(inv, _ string, _ ...any) { c.broken[inv]++ },
+		EpochLease:     simCfg.EpochLease,
+		Base:           simBase,
+		ConfiguredZero: true,
+	}
 	var ms []msg.Member
 	for _, id := range ids {
 		cfg := testCfg(id)
@@ -39,27 +63,43 @@ func newCluster(ids ...string) (*cluster, []msg.Member) {
 	return c, ms
 }
 
+// add starts a node on a new disk holding st (a wiped disk when st is
+// empty and the node ID ran before).
 func (c *cluster) add(cfg Config, st State) *Machine {
 	m := New(cfg, st)
 	c.nodes[cfg.Self.ID] = m
 	c.cfgs[cfg.Self.ID] = cfg
-	c.dur[cfg.Self.ID] = &st
+	d := simtest.NewDisk[AcceptorRecord, Learned](cfg.Self.Store)
+	for _, r := range st.Acceptor {
+		d.SyncAcceptor(r.Instance, cloneRecord(r))
+	}
+	if st.Learned != nil {
+		d.SyncLearned(cloneLearned(*st.Learned))
+	}
+	c.disks[cfg.Self.ID] = &d
+	c.agree.Forget(cfg.Self.ID)
 	return m
 }
 
-// out applies a step's Output: persist, record learned epochs, queue msgs.
+// out applies a step's Output: persist, check what was learned, queue msgs.
 func (c *cluster) out(id msg.NodeID, o Output) Output {
-	d := c.dur[id]
+	d := c.disks[id]
 	for _, r := range o.Acceptor {
-		d.Acceptor = slices.DeleteFunc(d.Acceptor, func(x AcceptorRecord) bool { return x.Instance == r.Instance })
-		d.Acceptor = append(d.Acceptor, r)
+		d.SyncAcceptor(r.Instance, cloneRecord(r))
 	}
 	if o.Learned != nil {
-		l := *o.Learned
-		d.Learned = &l
-		c.learned[l.Epoch.Number] = append(c.learned[l.Epoch.Number], l.Epoch)
+		l := cloneLearned(*o.Learned)
+		d.SyncLearned(l)
+		c.agree.Learned(id, c.now, l.Epoch, func(prev *msg.Epoch) error { return verifyCert(l.Epoch, l.Cert, prev) })
 	}
-	c.q = append(c.q, o.Msgs...)
+	if m := c.nodes[id]; m != nil {
+		if lu := m.LiveUntil(); !lu.IsZero() {
+			if l, _, ok := m.Current(); ok {
+				c.agree.Live(l.Epoch.Number, lu)
+			}
+		}
+	}
+	c.q.Post(o.Msgs...)
 	return o
 }
 
@@ -80,12 +120,10 @@ func (c *cluster) advance(d time.Duration) { c.now = c.now.Add(d) }
 // nodes are lost.
 func (c *cluster) deliver(pred func(msg.Envelope) bool) {
 	for {
-		i := slices.IndexFunc(c.q, pred)
-		if i < 0 {
+		env, ok := c.q.Take(pred)
+		if !ok {
 			return
 		}
-		env := c.q[i]
-		c.q = slices.Delete(c.q, i, i+1)
 		if m, ok := c.nodes[env.To]; ok {
 			c.out(env.To, m.Step(c.now, env))
 		}
@@ -94,32 +132,17 @@ func (c *cluster) deliver(pred func(msg.Envelope) bool) {
 
 func (c *cluster) deliverAll() { c.deliver(func(msg.Envelope) bool { return true }) }
 
-func (c *cluster) drop(pred func(msg.Envelope) bool) {
-	c.q = slices.DeleteFunc(c.q, pred)
-}
+func (c *cluster) drop(pred func(msg.Envelope) bool) { c.q.Drop(pred) }
 
 // crash restarts id from its durable state only.
 func (c *cluster) crash(id string) {
-	st := cloneState(*c.dur[msg.NodeID(id)])
-	c.nodes[msg.NodeID(id)] = New(c.cfgs[msg.NodeID(id)], st)
+	c.nodes[msg.NodeID(id)] = New(c.cfgs[msg.NodeID(id)], state(c.disks[msg.NodeID(id)]))
 	c.drop(func(e msg.Envelope) bool { return e.To == msg.NodeID(id) })
 }
 
 // forked reports two different epochs learned for one agreed number (epoch 0
 // is configured, not agreed: a node given another list has its own).
-func (c *cluster) forked() bool {
-	for n, es := range c.learned {
-		if n == 0 {
-			continue
-		}
-		for _, e := range es {
-			if e.Digest() != es[0].Digest() {
-				return true
-			}
-		}
-	}
-	return false
-}
+func (c *cluster) forked() bool { return c.broken[simtest.InvEpochFork] > 0 }
 
 func (c *cluster) epoch(id string) msg.Epoch {
 	l, _, _ := c.nodes[msg.NodeID(id)].Current()

@@ -84,11 +84,11 @@ func h7Schedule(t *testing.T) (extended bool) {
 	c.now = e.live.nextRound
 	c.tick("e") // round 1: only a answers
 	c.deliver(between("e", "a"))
-	c.q = nil
+	c.q.Clear()
 	c.now = e.live.nextRound
 	c.tick("e") // round 2: only b answers
 	c.deliver(between("e", "b"))
-	c.q = nil
+	c.q.Clear()
 	return e.LiveUntil().After(before)
 }
 
@@ -108,16 +108,11 @@ func TestH8LearnDropsLiveness(t *testing.T) {
 	}
 	c.out("a", a.ProposeRemove(c.now, ms[2]))
 	var learnedOut Output
-	for len(c.q) > 0 && learnedOut.Learned == nil {
-		i := 0
-		for i < len(c.q) && renewal(c.q[i]) {
-			i++
-		}
-		if i == len(c.q) {
+	for c.q.Len() > 0 && learnedOut.Learned == nil {
+		env, ok := c.q.Take(func(e msg.Envelope) bool { return !renewal(e) })
+		if !ok {
 			break
 		}
-		env := c.q[i]
-		c.q = append(c.q[:i], c.q[i+1:]...)
 		o := c.out(env.To, c.nodes[env.To].Step(c.now, env))
 		if env.To == "a" && o.NewEpoch {
 			learnedOut = o
@@ -163,7 +158,7 @@ func h15Schedule(t *testing.T) (extended bool) {
 	x := c.nodes["c"]
 	c.out("a", c.nodes["a"].ProposeRemove(c.now, ms[1]))
 	c.deliver(and(kind(msg.KindPrepare), to("c"))) // c promises instance 2
-	c.q = nil                                      // a dies
+	c.q.Clear()                                    // a dies
 	x.ClockJump()                                  // liveness gone; a new round is due
 	c.advance(time.Millisecond)
 	c.tick("c")
@@ -218,7 +213,7 @@ func h17Schedule(t *testing.T) (forked bool) {
 	c.deliver(and(kind(msg.KindAccept), to("x")))
 	c.deliver(and(kind(msg.KindAccepted), to("a")))
 	equal(t, uint64(2), c.epoch("a").Number)
-	c.q = nil
+	c.q.Clear()
 	// x's disk is wiped: same node ID, new store, no state.
 	cfg := c.cfgs["x"]
 	cfg.Self.Store++
@@ -226,7 +221,7 @@ func h17Schedule(t *testing.T) (forked bool) {
 	l1, _, _ := b.Current()
 	c.out("x", x2.Step(c.now, b.envelopeTo("x", msg.Learn{Epoch: l1.Epoch, Cert: l1.Cert})))
 	equal(t, uint64(1), c.epoch("x").Number)
-	c.q = nil
+	c.q.Clear()
 	c.out("b", b.ProposeRemove(c.now, ms[0])) // b: {b, x}
 	c.drop(between("a", "b"))
 	c.deliver(and(kind(msg.KindPrepare), to("x")))

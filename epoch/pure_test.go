@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/homelock/homelock/internal/simtest"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -83,7 +84,7 @@ func certificateOneBallot() bool {
 	c.out("a", a.ProposeRemove(c.now, ms[2]))
 	c.deliver(and(kind(msg.KindPrepare), to("b")))
 	c.deliver(and(kind(msg.KindPromise), to("a")))
-	c.q = nil // the Accept for ballot 1 is lost everywhere but at a itself
+	c.q.Clear() // the Accept for ballot 1 is lost everywhere but at a itself
 	b1 := a.prop.ballot
 	c.advance(time.Second)
 	c.tick("a") // retry: ballot 2
@@ -91,7 +92,7 @@ func certificateOneBallot() bool {
 	// A stray Accepted for ballot 1 from b arrives while a is at phase 2 of ballot 2.
 	c.deliver(and(kind(msg.KindPrepare), to("b")))
 	c.deliver(and(kind(msg.KindPromise), to("a")))
-	c.q = nil
+	c.q.Clear()
 	o := a.Step(c.now, c.nodes["b"].envelopeTo("a", msg.Accepted{Instance: 2, Ballot: b1, OK: true, Promised: b1}))
 	return o.Learned != nil
 }
@@ -172,7 +173,7 @@ func TestBootstrap(t *testing.T) {
 	}
 	_ = ms
 	// Restart: the epoch comes back with the zero learnedAt; a round is due.
-	m := New(testCfg("a"), cloneState(*c.dur["a"]))
+	m := New(testCfg("a"), state(c.disks["a"]))
 	l, at, ok := m.Current()
 	must(t, ok && l.Epoch.Number == 1 && at.IsZero())
 	equal(t, DueNow, m.NextDeadline())
@@ -209,7 +210,7 @@ func TestBootstrapDifferentListRefused(t *testing.T) {
 	equal(t, uint64(1), c.epoch("a").Number)
 	equal(t, uint64(0), c.epoch("c").Number, "a node given a different initial list refuses to join")
 	mustNot(t, c.forked())
-	for _, r := range c.dur["c"].Acceptor {
+	for _, r := range c.disks["c"].Acceptors() {
 		must(t, r.Value == nil, "c accepted nothing")
 	}
 }
@@ -223,14 +224,13 @@ func TestDuelConverges(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 400 {
 		// deliver in random order
-		rng.Shuffle(len(c.q), func(i, j int) { c.q[i], c.q[j] = c.q[j], c.q[i] })
-		n := len(c.q)
+		c.q.Shuffle(rng)
+		n := c.q.Len()
 		for range n {
-			if len(c.q) == 0 {
+			if c.q.Len() == 0 {
 				break
 			}
-			env := c.q[0]
-			c.q = c.q[1:]
+			env := c.q.TakeAt(0)
 			if m, ok := c.nodes[env.To]; ok {
 				c.out(env.To, m.Step(c.now, env))
 			}
@@ -243,5 +243,5 @@ func TestDuelConverges(t *testing.T) {
 	mustNot(t, c.forked())
 	e := c.epoch("a")
 	must(t, e.Number >= 2, "at least one change was agreed, got epoch %d", e.Number)
-	must(t, !e.Has(ms[4]) && !e.Has(ms[3]) && !e.Has(ms[2]), "every wanted removal is eventually in: %v", memberIDs(e))
+	must(t, !e.Has(ms[4]) && !e.Has(ms[3]) && !e.Has(ms[2]), "every wanted removal is eventually in: %v", simtest.Members(e))
 }

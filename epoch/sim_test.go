@@ -1,7 +1,6 @@
 package epoch
 
 import (
-	"container/heap"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -10,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/homelock/homelock/internal/simtest"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -79,11 +79,18 @@ type simNode struct {
 	m       *Machine
 	up      bool
 	initial bool
-	drift   float64
-	dur     State // what was synced: the only thing a restart keeps
-	durLast int64 // highest learned number synced, -1 for none
+	clock   simtest.Clock
+	disk    disk // what was synced: the only thing a restart keeps
 	tickGen int
 	joinAt  int64
+}
+
+// durable is the number of the learned epoch n synced, -1 for none.
+func (n *simNode) durable() int64 {
+	if l := n.disk.Learned(); l != nil {
+		return int64(l.Epoch.Number)
+	}
+	return -1
 }
 
 type evKind uint8
@@ -98,30 +105,11 @@ const (
 
 type event struct {
 	at   int64
-	seq  int
 	kind evKind
 	node msg.NodeID
 	gen  int
 	env  msg.Envelope
 	act  func()
-}
-
-type evHeap []*event
-
-func (h evHeap) Len() int { return len(h) }
-func (h evHeap) Less(i, j int) bool {
-	if h[i].at != h[j].at {
-		return h[i].at < h[j].at
-	}
-	return h[i].seq < h[j].seq
-}
-func (h evHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *evHeap) Push(x any)   { *h = append(*h, x.(*event)) }
-func (h *evHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
 }
 
 type traceLine struct {
@@ -136,20 +124,15 @@ type sim struct {
 	opts  simOpts
 	rng   *rand.Rand
 	now   int64
-	q     evHeap
-	seq   int
+	q     simtest.Queue[*event]
 	nodes map[msg.NodeID]*simNode
 	ids   []msg.NodeID
-
-	chosen       map[uint64]msg.Epoch
-	firstLearned map[uint64]int64
-	maxLive      map[uint64]int64
-	trace        []traceLine
-	cut          map[[2]msg.NodeID]bool
-	err          error
+	links simtest.Links[msg.NodeID]
+	agree simtest.Agreement[msg.NodeID]
+	trace []traceLine
+	err   error
 
 	// stats
-	maxEpoch  uint64
 	delivered int
 }
 
@@ -160,18 +143,12 @@ func (s *sim) fail(format string, args ...any) {
 }
 
 func (s *sim) local(n *simNode, t int64) time.Time {
-	return simBase.Add(time.Duration(float64(t) * (1 + n.drift)))
+	return n.clock.Local(simBase.Add(time.Duration(t)))
 }
 
-func (s *sim) trueOf(n *simNode, l time.Time) int64 {
-	return int64(float64(l.Sub(simBase)) / (1 + n.drift))
-}
+func (s *sim) trueOf(n *simNode, l time.Time) int64 { return int64(n.clock.True(l).Sub(simBase)) }
 
-func (s *sim) push(e *event) {
-	s.seq++
-	e.seq = s.seq
-	heap.Push(&s.q, e)
-}
+func (s *sim) push(e *event) { s.q.Push(e.at, e) }
 
 func (s *sim) note(node msg.NodeID, what string, env *msg.Envelope) {
 	s.trace = append(s.trace, traceLine{at: s.now, node: node, what: what, env: env})
@@ -183,13 +160,15 @@ func (s *sim) note(node msg.NodeID, what string, env *msg.Envelope) {
 func newSim(seed uint64) *sim {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	opts := drawOpts(rng)
-	s := &sim{
-		seed: seed, opts: opts,
-		rng:          rng,
-		nodes:        map[msg.NodeID]*simNode{},
-		chosen:       map[uint64]msg.Epoch{},
-		firstLearned: map[uint64]int64{},
-		maxLive:      map[uint64]int64{},
+	s := &sim{seed: seed, opts: opts, rng: rng, nodes: map[msg.NodeID]*simNode{}}
+	s.links = simtest.Links[msg.NodeID]{Drop: opts.dropP, Dup: opts.dupP, Delay: simtest.Delay{
+		Base: 500 * time.Microsecond, Spread: opts.maxDelay,
+		Tails: [2]simtest.Tail{{OneIn: 20, Max: 400 * time.Millisecond}},
+	}}
+	s.agree = simtest.Agreement[msg.NodeID]{
+		Fail:       func(inv, format string, args ...any) { s.fail(inv+": "+format, args...) },
+		EpochLease: simCfg.EpochLease,
+		Base:       simBase,
 	}
 	nInit := 3 + s.rng.IntN(3)
 	nJoin := s.rng.IntN(3)
@@ -199,8 +178,9 @@ func newSim(seed uint64) *sim {
 		cfg := simCfg
 		cfg.Self = msg.Member{ID: id, Store: s.rng.Uint64(), Addr: string(id) + ":7000", Version: 1}
 		cfg.Rand = rand.New(rand.NewPCG(s.rng.Uint64(), s.rng.Uint64()))
-		n := &simNode{cfg: cfg, up: true, initial: i < nInit, durLast: -1,
-			drift: (s.rng.Float64()*2 - 1) * cfg.MaxDrift}
+		n := &simNode{cfg: cfg, up: true, initial: i < nInit,
+			clock: simtest.NewClock(simBase, 0, 1+(s.rng.Float64()*2-1)*cfg.MaxDrift),
+			disk:  simtest.NewDisk[AcceptorRecord, Learned](cfg.Self.Store)}
 		n.m = New(cfg, State{})
 		s.nodes[id] = n
 		s.ids = append(s.ids, id)
@@ -251,18 +231,19 @@ func (s *sim) scheduleActions() {
 		t := int64(s.rng.IntN(int(end)))
 		d := int64(100*time.Millisecond) + int64(s.rng.IntN(int(700*time.Millisecond)))
 		s.push(&event{at: t, kind: evAction, act: func() {
-			cut := map[[2]msg.NodeID]bool{}
+			s.links.MendAll()
+			var cut []string
 			for _, a := range s.ids {
 				for _, b := range s.ids {
 					if a != b && s.rng.IntN(3) == 0 {
-						cut[[2]msg.NodeID{a, b}] = true
+						s.links.Cut(a, b)
+						cut = append(cut, string(a)+"->"+string(b))
 					}
 				}
 			}
-			s.cut = cut
 			s.note("", fmt.Sprintf("partition %v", cut), nil)
 		}})
-		s.push(&event{at: t + d, kind: evAction, act: func() { s.cut = nil }})
+		s.push(&event{at: t + d, kind: evAction, act: func() { s.links.MendAll() }})
 	}
 	// Joiners (and removed or wiped members) ask to join every 600ms.
 	for t := int64(0); t < int64(s.opts.duration); t += int64(600 * time.Millisecond) {
@@ -336,19 +317,16 @@ func (s *sim) joins() {
 
 // send puts env on the hostile network.
 func (s *sim) send(from *simNode, env msg.Envelope) {
-	if s.rng.Float64() < s.opts.dropP || s.cut[[2]msg.NodeID{env.From.ID, env.To}] {
+	copies := 0
+	if !s.links.Blocked(env.From.ID, env.To) {
+		copies = s.links.Fate(s.rng)
+	}
+	if copies == 0 {
 		s.note(from.cfg.Self.ID, "drop", &env)
 		return
 	}
-	copies := 1
-	if s.rng.Float64() < s.opts.dupP {
-		copies = 2
-	}
 	for range copies {
-		d := int64(500*time.Microsecond) + int64(s.rng.IntN(int(s.opts.maxDelay)))
-		if s.rng.IntN(20) == 0 {
-			d += int64(s.rng.IntN(int(400 * time.Millisecond)))
-		}
+		d := int64(s.links.Delay.Draw(s.rng))
 		s.push(&event{at: s.now + d, kind: evDeliver, node: env.To, env: env})
 	}
 }
@@ -359,44 +337,17 @@ func (s *sim) apply(n *simNode, what string, in *msg.Envelope, out Output) {
 	id := n.cfg.Self.ID
 	s.note(id, what, in)
 	for _, r := range out.Acceptor {
-		i := slices.IndexFunc(n.dur.Acceptor, func(o AcceptorRecord) bool { return o.Instance == r.Instance })
-		if i < 0 {
-			n.dur.Acceptor = append(n.dur.Acceptor, r)
-		} else {
-			n.dur.Acceptor[i] = r
-		}
+		n.disk.SyncAcceptor(r.Instance, r)
 	}
 	if out.Learned != nil {
 		l := *out.Learned
-		num := l.Epoch.Number
-		s.note(id, fmt.Sprintf("learned %d %v", num, memberIDs(l.Epoch)), nil)
-		if int64(num) <= n.durLast {
-			s.fail("E1 (numbers only grow): %s learned epoch %d after %d", id, num, n.durLast)
-		}
-		n.durLast = int64(num)
-		n.dur.Learned = &l
-		if prev, ok := s.chosen[num]; ok {
-			if prev.Digest() != l.Epoch.Digest() {
-				s.fail("E1 (epochs never fork): %s learned epoch %d = %v, but %v was learned before", id, num, memberIDs(l.Epoch), memberIDs(prev))
-			}
-		} else {
-			s.chosen[num] = l.Epoch
-			s.firstLearned[num] = s.now
-			s.maxEpoch = max(s.maxEpoch, num)
-		}
-		if num >= 1 {
-			prev, ok := s.chosen[num-1]
-			if !ok {
-				s.fail("E1: %s learned epoch %d whose previous epoch nobody learned", id, num)
-			} else if err := verifyCert(l.Epoch, l.Cert, &prev); err != nil {
-				s.fail("E1: %s learned epoch %d with a bad certificate: %v", id, num, err)
-			}
-		}
-		s.checkLive(num - 1)
+		s.note(id, fmt.Sprintf("learned %d %v", l.Epoch.Number, simtest.Members(l.Epoch)), nil)
+		n.disk.SyncLearned(l)
+		s.agree.Learned(id, simBase.Add(time.Duration(s.now)), l.Epoch, func(prev *msg.Epoch) error { return verifyCert(l.Epoch, l.Cert, prev) })
 	}
 	for _, env := range out.Msgs {
-		if env.Epoch > 0 && int64(env.Epoch) > n.durLast {
-			s.fail("H10: %s sent %s under epoch %d, durable is %d", id, env.Body.Kind(), env.Epoch, n.durLast)
+		if env.Epoch > 0 && int64(env.Epoch) > n.durable() {
+			s.fail("H10: %s sent %s under epoch %d, durable is %d", id, env.Body.Kind(), env.Epoch, n.durable())
 		}
 		if env.From != n.cfg.Self || env.FromInc != 0 || env.Version != n.cfg.Self.Version {
 			s.fail("header: %s sent %+v", id, env)
@@ -404,11 +355,7 @@ func (s *sim) apply(n *simNode, what string, in *msg.Envelope, out Output) {
 	}
 	if lu := n.m.LiveUntil(); !lu.IsZero() {
 		if l, _, ok := n.m.Current(); ok {
-			e := l.Epoch.Number
-			if x := s.trueOf(n, lu); x > s.maxLive[e] {
-				s.maxLive[e] = x
-				s.checkLive(e)
-			}
+			s.agree.Live(l.Epoch.Number, n.clock.True(lu))
 		}
 	}
 	for _, env := range out.Msgs {
@@ -421,16 +368,6 @@ func (s *sim) apply(n *simNode, what string, in *msg.Envelope, out Output) {
 	})
 	if answered && s.rng.Float64() < s.opts.crashAfterWriteP {
 		s.push(&event{at: s.now + 1 + int64(s.rng.IntN(int(5*time.Millisecond))), kind: evCrash, node: id, gen: 1})
-	}
-}
-
-// checkLive: E2, every liveness granted for e ends by learnedAt(e+1)+EpochLease.
-func (s *sim) checkLive(e uint64) {
-	fl, ok := s.firstLearned[e+1]
-	x, held := s.maxLive[e]
-	if ok && held && x > fl+int64(simCfg.EpochLease)+int64(time.Microsecond) {
-		s.fail("E2 (liveness ends before a newer epoch's gate): liveness for epoch %d runs to %v, epoch %d learned at %v (+EpochLease = %v)",
-			e, time.Duration(x), e+1, time.Duration(fl), time.Duration(fl)+simCfg.EpochLease)
 	}
 }
 
@@ -449,7 +386,7 @@ func (s *sim) scheduleTick(n *simNode) {
 
 func (s *sim) run() error {
 	for s.q.Len() > 0 && s.err == nil {
-		ev := heap.Pop(&s.q).(*event)
+		_, ev := s.q.Pop()
 		if ev.at > int64(s.opts.duration) {
 			break
 		}
@@ -480,8 +417,9 @@ func (s *sim) run() error {
 			wipe := s.rng.IntN(8) == 0
 			s.note(ev.node, fmt.Sprintf("crash wipe=%v", wipe), nil)
 			if wipe { // H17/H21: a new disk under the old node ID
-				n.dur, n.durLast = State{}, -1
 				n.cfg.Self.Store = s.rng.Uint64()
+				n.disk.Wipe(n.cfg.Self.Store)
+				s.agree.Forget(ev.node)
 				n.initial = false
 			}
 			down := int64(50*time.Millisecond) + int64(s.rng.IntN(int(time.Second)))
@@ -492,9 +430,9 @@ func (s *sim) run() error {
 		case evRestart:
 			n := s.nodes[ev.node]
 			n.up = true
-			n.m = New(n.cfg, cloneState(n.dur))
-			if l, _, ok := n.m.Current(); ok && int64(l.Epoch.Number) != n.durLast {
-				s.fail("restart: %s restored epoch %d, durable %d", ev.node, l.Epoch.Number, n.durLast)
+			n.m = New(n.cfg, state(&n.disk))
+			if l, _, ok := n.m.Current(); ok && int64(l.Epoch.Number) != n.durable() {
+				s.fail("restart: %s restored epoch %d, durable %d", ev.node, l.Epoch.Number, n.durable())
 			}
 			s.note(ev.node, "restart", nil)
 			s.scheduleTick(n)
@@ -513,14 +451,6 @@ func cloneState(st State) State {
 		out.Learned = &l
 	}
 	return out
-}
-
-func memberIDs(e msg.Epoch) []string {
-	var ids []string
-	for _, m := range e.Members {
-		ids = append(ids, fmt.Sprintf("%s/%x", m.ID, m.Store&0xfff))
-	}
-	return ids
 }
 
 func (s *sim) dumpTrace(last int) string {
@@ -569,7 +499,7 @@ func TestSimAgreement(t *testing.T) {
 			simReport(t, s, err)
 			return
 		}
-		epochs += int(s.maxEpoch)
+		epochs += int(s.agree.Highest())
 		msgs += s.delivered
 		if *flagSeed != 0 && testing.Verbose() {
 			t.Logf("trace:\n%s", s.dumpTrace(1<<30))
