@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -244,7 +245,7 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) error {
 	case "deliver", "drop", "dup", "hold", "unhold", "reorder":
 		return h.cmdQueue(d.Cmd, a)
 	case "queue":
-		for _, q := range h.queue {
+		for _, q := range h.queue.All() {
 			h.printf("%s", h.describe(q))
 		}
 	case "stabilize":
@@ -302,12 +303,12 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) error {
 		if r := a.str("rate", ""); r != "" {
 			// Keep the local time continuous at the change.
 			l := n.local(h.now)
-			if n.rate, err = strconv.ParseFloat(r, 64); err != nil {
+			if n.clock.Rate, err = strconv.ParseFloat(r, 64); err != nil {
 				return err
 			}
-			n.offset += l.Sub(n.local(h.now))
+			n.clock.Offset += l.Sub(n.local(h.now))
 		}
-		h.printf("%s: clock rate=%v local=%s", n.id, n.rate, ts(n.local(h.now)))
+		h.printf("%s: clock rate=%v local=%s", n.id, n.clock.Rate, ts(n.local(h.now)))
 	case "partition":
 		for _, p := range a.pos {
 			h.isolated[msg.NodeID(p)] = true
@@ -483,9 +484,8 @@ func (h *harness) cmdQueue(cmd string, a *args) error {
 		}
 	case "dup":
 		for _, q := range h.pick(f, false) {
-			i := indexOf(h.queue, q)
 			c := *q
-			h.queue = append(h.queue[:i+1], append([]*qmsg{&c}, h.queue[i+1:]...)...)
+			h.queue.Insert(h.queue.Index(is(q))+1, &c)
 			h.printf("duplicated %s", h.describe(q))
 		}
 	case "hold":
@@ -502,26 +502,20 @@ func (h *harness) cmdQueue(cmd string, a *args) error {
 		got := h.pick(f, false)
 		var pos []int
 		for _, q := range got {
-			pos = append(pos, indexOf(h.queue, q))
+			pos = append(pos, h.queue.Index(is(q)))
 		}
 		for i, p := range pos {
-			h.queue[p] = got[len(got)-1-i]
+			h.queue.Set(p, got[len(got)-1-i])
 		}
-		for _, p := range pos {
-			h.printf("%s", h.describe(h.queue[p]))
+		for _, q := range slices.Backward(got) {
+			h.printf("%s", h.describe(q))
 		}
 	}
 	return nil
 }
 
-func indexOf(qs []*qmsg, q *qmsg) int {
-	for i, o := range qs {
-		if o == q {
-			return i
-		}
-	}
-	return -1
-}
+// is matches q itself.
+func is(q *qmsg) func(*qmsg) bool { return func(o *qmsg) bool { return o == q } }
 
 // stabilize delivers everything deliverable and runs due timers at the
 // current time until nothing is left (bounded).
@@ -555,7 +549,7 @@ func (h *harness) cmdResume(a *args) error {
 	n.paused = false
 	if n.stall {
 		gap := h.now.Sub(n.pausedAt)
-		n.offset -= time.Duration(float64(gap) * n.rate)
+		n.clock.Offset -= time.Duration(float64(gap) * n.clock.Rate)
 		h.printf("%s: resumed; its clock stood still for %v", n.id, gap)
 		n.stall = false
 		if a.has("no-jump") {

@@ -3,8 +3,6 @@ package core
 import (
 	"fmt"
 	"math/rand/v2"
-	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +11,7 @@ import (
 	"github.com/homelock/homelock/epoch"
 	"github.com/homelock/homelock/fence"
 	"github.com/homelock/homelock/home"
+	"github.com/homelock/homelock/internal/simtest"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -39,7 +38,7 @@ var hBase = time.Unix(1_000_000, 0)
 type harness struct {
 	now   time.Time
 	nodes []*hnode
-	queue []*qmsg
+	queue simtest.Mailbox[*qmsg]
 	out   strings.Builder
 	depth int
 
@@ -60,6 +59,8 @@ type harness struct {
 	isolated map[msg.NodeID]bool
 
 	chk checker
+	// agree checks epoch agreement (E1, E2) from what the nodes synced.
+	agree simtest.Agreement[msg.NodeID]
 	// ruleOff names the first safety rule switched off since the last reset
 	// (a mutation, an unpersisted incarnation, an unreported clock jump);
 	// only then may a VIOLATION be printed, and then one must be.
@@ -76,8 +77,7 @@ type harness struct {
 type hnode struct {
 	id     msg.NodeID
 	member msg.Member
-	rate   float64
-	offset time.Duration
+	clock  simtest.Clock
 	disk   hdisk
 	core   *Node
 	// paused: the process is suspended; stall: its clock stopped too (a VM
@@ -88,13 +88,7 @@ type hnode struct {
 }
 
 // hdisk is what survives a crash: only what a Ready asked to sync.
-type hdisk struct {
-	store    uint64
-	inc      uint64
-	acceptor map[uint64]epoch.AcceptorRecord
-	learned  *epoch.Learned
-	markers  map[uint64]bool
-}
+type hdisk = simtest.Disk[epoch.AcceptorRecord, epoch.Learned]
 
 type qmsg struct {
 	from, to msg.NodeID
@@ -103,7 +97,13 @@ type qmsg struct {
 }
 
 func newHarness() *harness {
-	return &harness{now: hBase, autoEpoch: true, isolated: map[msg.NodeID]bool{}, chk: newChecker()}
+	h := &harness{now: hBase, autoEpoch: true, isolated: map[msg.NodeID]bool{}, chk: newChecker()}
+	h.agree = simtest.Agreement[msg.NodeID]{
+		Fail:       func(inv, format string, args ...any) { h.violation(inv+": "+format, args...) },
+		EpochLease: hEpochLease,
+		Base:       hBase,
+	}
+	return h
 }
 
 func (h *harness) printf(format string, args ...any) {
@@ -129,13 +129,9 @@ func (h *harness) switchOff(rule string) {
 
 func ts(t time.Time) string { return fmt.Sprintf("%.3fs", t.Sub(hBase).Seconds()) }
 
-func (n *hnode) local(t time.Time) time.Time {
-	return hBase.Add(n.offset + time.Duration(float64(t.Sub(hBase))*n.rate))
-}
+func (n *hnode) local(t time.Time) time.Time { return n.clock.Local(t) }
 
-func (n *hnode) trueAt(l time.Time) time.Time {
-	return hBase.Add(time.Duration(float64(l.Sub(hBase)-n.offset) / n.rate))
-}
+func (n *hnode) trueAt(l time.Time) time.Time { return n.clock.True(l) }
 
 func (h *harness) node(id string) *hnode {
 	for _, n := range h.nodes {
@@ -151,10 +147,11 @@ func (h *harness) addNode(version uint32) *hnode {
 	i := len(h.nodes)
 	id := msg.NodeID(fmt.Sprintf("n%d", i+1))
 	n := &hnode{
-		id: id, rate: 1,
-		disk: hdisk{store: uint64(1001 + i), acceptor: map[uint64]epoch.AcceptorRecord{}, markers: map[uint64]bool{}},
+		id:    id,
+		clock: simtest.NewClock(hBase, 0, 1),
+		disk:  simtest.NewDisk[epoch.AcceptorRecord, epoch.Learned](uint64(1001 + i)),
 	}
-	n.member = msg.Member{ID: id, Store: n.disk.store, Addr: string(id), Version: version}
+	n.member = msg.Member{ID: id, Store: n.disk.Store, Addr: string(id), Version: version}
 	h.nodes = append(h.nodes, n)
 	return n
 }
@@ -162,10 +159,10 @@ func (h *harness) addNode(version uint32) *hnode {
 func (h *harness) config(n *hnode) Config {
 	return Config{
 		Self: n.member,
-		Inc:  n.disk.inc,
+		Inc:  n.disk.Inc,
 		Epoch: epoch.Config{
 			EpochLease: hEpochLease, MaxDrift: hDrift, RetryInterval: hRetry, PromiseTimeout: hPromise,
-			Rand: rand.New(rand.NewPCG(n.disk.store, n.disk.inc)),
+			Rand: rand.New(rand.NewPCG(n.disk.Store, n.disk.Inc)),
 		},
 		Home: home.Config{
 			EpochLease: hEpochLease, Skew: hSkew, MaxLease: hLease, MinUseful: hMinUseful,
@@ -181,25 +178,21 @@ func (h *harness) config(n *hnode) Config {
 // start boots n's process from its disk: bump and sync the incarnation
 // (unless keepInc, the "incarnation not persisted" mutation), restore.
 func (h *harness) start(n *hnode, keepInc bool) {
-	if !keepInc || n.disk.inc == 0 {
-		n.disk.inc++
+	if !keepInc || n.disk.Inc == 0 {
+		n.disk.Inc++
 	} else {
 		h.switchOff("incarnation not persisted (keep-inc)")
 	}
-	st := epoch.State{}
-	for _, r := range n.disk.acceptor {
-		st.Acceptor = append(st.Acceptor, r)
-	}
-	sort.Slice(st.Acceptor, func(i, j int) bool { return st.Acceptor[i].Instance < st.Acceptor[j].Instance })
+	st := epoch.State{Acceptor: n.disk.Acceptors()}
 	marker := false
-	if n.disk.learned != nil {
-		l := *n.disk.learned
-		st.Learned = &l
-		marker = n.disk.markers[l.Epoch.Number]
+	if l := n.disk.Learned(); l != nil {
+		c := *l
+		st.Learned = &c
+		marker = n.disk.Markers[l.Epoch.Number]
 	}
 	n.paused, n.stall, n.hooks = false, false, nil
 	n.core = New(h.config(n), n.local(h.now), st, marker)
-	h.printf("%s: start inc=%d (synced) epoch=%s marker=%v", n.id, n.disk.inc, learnedName(st.Learned), marker)
+	h.printf("%s: start inc=%d (synced) epoch=%s marker=%v", n.id, n.disk.Inc, learnedName(st.Learned), marker)
 }
 
 func learnedName(l *epoch.Learned) string {
@@ -231,23 +224,20 @@ func (h *harness) apply(n *hnode, rd Ready) {
 		panic(fmt.Sprintf("%s: %v", n.id, err))
 	}
 	for _, r := range rd.Acceptor {
-		n.disk.acceptor[r.Instance] = r
+		n.disk.SyncAcceptor(r.Instance, r)
 		if h.verbose {
 			h.printf("%s: sync acceptor instance=%d promised=%d accepted=%d", n.id, r.Instance, r.Promised.Counter, r.Accepted.Counter)
 		}
 	}
 	if rd.Learned != nil {
 		l := *rd.Learned
-		n.disk.learned = &l
-		for i := range n.disk.acceptor {
-			if i <= l.Epoch.Number {
-				delete(n.disk.acceptor, i)
-			}
-		}
+		n.disk.SyncLearned(l)
+		n.disk.Prune(l.Epoch.Number)
 		h.printf("%s: sync learned e%d %s", n.id, l.Epoch.Number, memberList(l.Epoch))
+		h.agree.Learned(n.id, h.now, l.Epoch, nil)
 	}
 	for _, g := range rd.GatePassed {
-		n.disk.markers[g] = true
+		n.disk.Markers[g] = true
 		h.printf("%s: sync gate-passed e%d", n.id, g)
 	}
 	var auto []*qmsg
@@ -271,7 +261,12 @@ func (h *harness) apply(n *hnode, rd Ready) {
 		if !h.hide[kindName(o.Env.Body.Kind())] {
 			h.sent++
 		}
-		h.queue = append(h.queue, q)
+		h.queue.Post(q)
+	}
+	if lu := n.core.LiveUntil(); !lu.IsZero() {
+		if l, ok := n.core.Current(); ok {
+			h.agree.Live(l.Epoch.Number, n.trueAt(lu))
+		}
 	}
 	if rd.Undeliverable > 0 {
 		h.printf("%s: %d undeliverable", n.id, rd.Undeliverable)
@@ -584,7 +579,7 @@ func (f *filter) match(q *qmsg) bool {
 // in queue order, at most f.count of them.
 func (h *harness) pick(f *filter, wantHeld bool) []*qmsg {
 	var got []*qmsg
-	for _, q := range h.queue {
+	for _, q := range h.queue.All() {
 		if to := h.node(string(q.to)); to != nil && to.paused && !wantHeld {
 			continue // a paused process reads nothing; it waits in the queue
 		}
@@ -599,7 +594,7 @@ func (h *harness) pick(f *filter, wantHeld bool) []*qmsg {
 }
 
 func (h *harness) remove(q *qmsg) {
-	h.queue = slices.DeleteFunc(h.queue, func(o *qmsg) bool { return o == q })
+	h.queue.Drop(func(o *qmsg) bool { return o == q })
 }
 
 // deliver delivers the messages f selects now (not those they cause).
@@ -629,18 +624,9 @@ func (h *harness) crash(n *hnode) {
 	n.paused, n.hooks = false, nil
 	// A message the script holds is still in the network: it may reach the
 	// next process (H13). The rest were on connections that died.
-	h.queue = slices.DeleteFunc(h.queue, func(q *qmsg) bool { return q.to == n.id && !q.held })
+	h.queue.Drop(func(q *qmsg) bool { return q.to == n.id && !q.held })
 	h.chk.crashed(n.id)
-	h.printf("%s: crashed (inc %d, learned %s, markers %v)", n.id, n.disk.inc, learnedName(n.disk.learned), markerList(n.disk.markers))
-}
-
-func markerList(m map[uint64]bool) []uint64 {
-	var l []uint64
-	for e := range m {
-		l = append(l, e)
-	}
-	slices.Sort(l)
-	return l
+	h.printf("%s: crashed (inc %d, learned %s, markers %v)", n.id, n.disk.Inc, learnedName(n.disk.Learned()), n.disk.MarkerList())
 }
 
 // checker watches the conversation and prints a VIOLATION line when an
