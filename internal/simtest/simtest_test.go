@@ -266,3 +266,32 @@ func TestAgreementChosen(t *testing.T) {
 	require.Equal(t, uint64(4), a.Highest())
 	require.True(t, slices.Equal([]string{"a/1"}, Members(e)))
 }
+
+func TestClockChange(t *testing.T) {
+	c := NewClock(base, 0, 1)
+	at := func(d time.Duration) time.Time { return base.Add(d) }
+	// At 10s the clock runs twice as fast, keeping its reading (10s).
+	c.Change(at(10*time.Second), -10*time.Second, 2)
+	// At 20s (reading 30s) it steps back by 5s: a suspend it missed.
+	c.Change(at(20*time.Second), -15*time.Second, 2)
+	for _, tc := range []struct{ true, local time.Duration }{
+		{5 * time.Second, 5 * time.Second},   // before the first change
+		{10 * time.Second, 10 * time.Second}, // at it
+		{15 * time.Second, 20 * time.Second}, // fast
+		{19 * time.Second, 28 * time.Second}, // just before the step
+		{20 * time.Second, 25 * time.Second}, // stepped back
+		{30 * time.Second, 45 * time.Second},
+	} {
+		require.Equal(t, at(tc.local), c.Local(at(tc.true)), "Local at %v", tc.true)
+	}
+	// True is the latest true time of a reading: 26s was read at 20.5s
+	// after the step (and at 18s before it).
+	require.Equal(t, at(20500*time.Millisecond), c.True(at(26*time.Second)))
+	require.Equal(t, at(5*time.Second), c.True(at(5*time.Second)))
+	require.Equal(t, at(15*time.Second), c.True(at(20*time.Second)))
+	// A reading skipped by a step forward maps to the step.
+	f := NewClock(base, 0, 1)
+	f.Change(at(10*time.Second), 5*time.Second, 1) // jumps from 10s to 15s
+	require.Equal(t, at(10*time.Second), f.True(at(12*time.Second)))
+	require.Equal(t, at(11*time.Second), f.True(at(16*time.Second)))
+}
