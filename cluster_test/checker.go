@@ -106,6 +106,7 @@ func (c *checker) fail(inv, format string, args ...any) {
 	c.violations = append(c.violations, Violation{Invariant: inv, Detail: fmt.Sprintf(format, args...), At: c.s.now.Sub(simBase)})
 	c.s.trace("VIOLATION %s", inv)
 	c.s.stopped = true
+	c.s.indep.Stop()
 }
 
 func (c *checker) reg(key string) *register {

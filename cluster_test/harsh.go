@@ -280,7 +280,7 @@ func (s *Sim) stallSuspend(n *simNode, d time.Duration) {
 		}
 		n.stalls = append(n.stalls, clockStall{from: from, to: s.now})
 		s.trace("clock jump %s", n.id)
-		s.indep.clockJumped(n)
+		s.indep.ClockJumped(n)
 		n.apply(s, n.core.ClockJump(n.local(s.now)))
 		s.resume(n)
 	})
@@ -428,7 +428,7 @@ func (s *Sim) minorityBusy() {
 		}
 		// At the end of n's liveness as the independent checker derived it.
 		s.After(time.Millisecond, func() {
-			end, ok := s.indep.live[procKey{n.idx, n.gen}]
+			end, ok := s.indep.LiveUntil(n)
 			if !ok || end.IsZero() {
 				return
 			}
@@ -463,18 +463,4 @@ func (s *Sim) keysHomedBy(n *simNode, k int) []string {
 		}
 	}
 	return out
-}
-
-// clockJumped: n's driver called ClockJump, an input as a crash is: every
-// delegation n's process holds ends for it then (its home still waits out
-// its own expiry).
-func (c *independent) clockJumped(n *simNode) {
-	p := c.proc(n)
-	for _, list := range c.delegs {
-		for _, d := range list {
-			if d.holder == p && d.accepted {
-				d.dropped = true
-			}
-		}
-	}
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/homelock/homelock/internal/simtest/lockcheck"
 )
 
 var mutationSeeds = flag.Int("sim.mutseeds", 0, "seeds each mutation may take to be caught (0: the budget its entry states)")
@@ -28,50 +30,50 @@ type mutationEntry struct {
 // epoch's included), by path. A switch without an entry fails
 // TestEveryMutationListed; every entry must be caught by the simulator.
 var mutations = map[string]mutationEntry{
-	"Home.GrantMovedAtOnce":          {broken: []string{invHomeView, invExclusion, invDelegExclusion}, seeds: 50},
-	"Home.NoGateCarry":               {broken: []string{invHomeView, invTokenOrder, invDelegExclusion, invDeadHolder}, seeds: 400},
-	"Home.LIFO":                      {broken: []string{invFIFO, invFIFOReceipt}, seeds: 20},
-	"Home.DrainWhileGated":           {broken: []string{invHomeView, invDelegExclusion, invExclusion}, seeds: 1500},
-	"Home.NoRestartGate":             {broken: []string{invHomeView, invTokenOrder, invDelegExclusion}, seeds: 100},
-	"Home.RenewNonMembers":           {broken: []string{invHomeView, invDelegExclusion, invExclusion}, seeds: 20, schedule: func(seed uint64) SimConfig { return fixedSchedule(seed, renewedOutsider) }},
-	"Home.WaiveRestartWithoutMarker": {broken: []string{invHomeView, invExclusion, invDelegExclusion}, seeds: 1000},
-	"Home.AcceptStaleDrained":        {broken: []string{invHomeView, invDelegExclusion, invExclusion}, seeds: 20, schedule: func(seed uint64) SimConfig { return fourNodes(seed, staleDrained) }},
-	"Home.EchoFirstAttempt":          {broken: []string{invEcho}, seeds: 50},
-	"Holder.AnchorAtReceipt":         {broken: []string{invHolderLease}, seeds: 20},
-	"Holder.AdmitRecalledGrant":      {broken: []string{invRecall}, seeds: 20},
-	"Holder.OwnBarrier":              {broken: []string{invBarrier}, seeds: 20, schedule: func(seed uint64) SimConfig { return slowHooks(seed, unusedInheritance, 300*time.Millisecond) }},
-	"Holder.UntaggedHooks":           {broken: []string{invBarrier}, seeds: 20, schedule: func(seed uint64) SimConfig { return slowHooks(seed, lateSettle, 1400*time.Millisecond) }},
-	"Holder.IgnoreVersions":          {broken: []string{invFailClosed, invFailClosedEp}, seeds: 100},
-	"Holder.KeepOldIncReplies":       {broken: []string{invHomeView, invDelegExclusion, invHolderLease}, seeds: 40, schedule: func(seed uint64) SimConfig { return fixedSchedule(seed, lateOldGrant) }},
-	"Holder.ReclaimLastIncOnly":      {broken: []string{invHomeView, invDelegExclusion}, seeds: 20, schedule: func(seed uint64) SimConfig { return fixedSchedule(seed, twiceRestartedHome) }},
-	"IncarnationNotPersisted":        {broken: []string{invHomeView, invTokenOrder, invExclusion, invDelegExclusion}, seeds: 100},
+	"Home.GrantMovedAtOnce":          {broken: []string{lockcheck.InvHomeView, invExclusion, lockcheck.InvDelegExclusion}, seeds: 50},
+	"Home.NoGateCarry":               {broken: []string{lockcheck.InvHomeView, invTokenOrder, lockcheck.InvDelegExclusion, invDeadHolder}, seeds: 400},
+	"Home.LIFO":                      {broken: []string{invFIFO, lockcheck.InvFIFOReceipt}, seeds: 20},
+	"Home.DrainWhileGated":           {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, invExclusion}, seeds: 1500},
+	"Home.NoRestartGate":             {broken: []string{lockcheck.InvHomeView, invTokenOrder, lockcheck.InvDelegExclusion}, seeds: 100},
+	"Home.RenewNonMembers":           {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, invExclusion}, seeds: 20, schedule: func(seed uint64) SimConfig { return fixedSchedule(seed, renewedOutsider) }},
+	"Home.WaiveRestartWithoutMarker": {broken: []string{lockcheck.InvHomeView, invExclusion, lockcheck.InvDelegExclusion}, seeds: 1000},
+	"Home.AcceptStaleDrained":        {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, invExclusion}, seeds: 20, schedule: func(seed uint64) SimConfig { return fourNodes(seed, staleDrained) }},
+	"Home.EchoFirstAttempt":          {broken: []string{lockcheck.InvEcho}, seeds: 50},
+	"Holder.AnchorAtReceipt":         {broken: []string{lockcheck.InvHolderLease}, seeds: 20},
+	"Holder.AdmitRecalledGrant":      {broken: []string{lockcheck.InvRecall}, seeds: 20},
+	"Holder.OwnBarrier":              {broken: []string{lockcheck.InvBarrier}, seeds: 20, schedule: func(seed uint64) SimConfig { return slowHooks(seed, unusedInheritance, 300*time.Millisecond) }},
+	"Holder.UntaggedHooks":           {broken: []string{lockcheck.InvBarrier}, seeds: 20, schedule: func(seed uint64) SimConfig { return slowHooks(seed, lateSettle, 1400*time.Millisecond) }},
+	"Holder.IgnoreVersions":          {broken: []string{invFailClosed, lockcheck.InvFailClosedEp}, seeds: 100},
+	"Holder.KeepOldIncReplies":       {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, lockcheck.InvHolderLease}, seeds: 40, schedule: func(seed uint64) SimConfig { return fixedSchedule(seed, lateOldGrant) }},
+	"Holder.ReclaimLastIncOnly":      {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion}, seeds: 20, schedule: func(seed uint64) SimConfig { return fixedSchedule(seed, twiceRestartedHome) }},
+	"IncarnationNotPersisted":        {broken: []string{lockcheck.InvHomeView, invTokenOrder, invExclusion, lockcheck.InvDelegExclusion}, seeds: 100},
 	"AcceptorNotPersisted":           {broken: []string{invEpochFork, invEpochLive}, seeds: 50, schedule: func(seed uint64) SimConfig { return scripted(seed, forgottenAcceptance, noLearnFromN1ToN2) }},
-	"LearnedNotPersisted":            {broken: []string{invEpochGrows, invProgress, invTokenOrder, invHomeView}, seeds: 300},
+	"LearnedNotPersisted":            {broken: []string{invEpochGrows, invProgress, invTokenOrder, lockcheck.InvHomeView}, seeds: 300},
 	"Home.NoRenewWhileWaited":        {broken: []string{invHeldAlive, invHandOn}, seeds: 300},
-	"Holder.KeepAnchorsOnJump":       {broken: []string{invHolderLease, invHolderFirst, invDelegExclusion, invExclusion, invTokenOrder}, seeds: 20, schedule: func(seed uint64) SimConfig { return fixedSchedule(seed, jumpedAnchor) }},
+	"Holder.KeepAnchorsOnJump":       {broken: []string{lockcheck.InvHolderLease, lockcheck.InvHolderFirst, lockcheck.InvDelegExclusion, invExclusion, invTokenOrder}, seeds: 20, schedule: func(seed uint64) SimConfig { return fixedSchedule(seed, jumpedAnchor) }},
 	"Holder.RenewAtLapse":            {broken: []string{invRenewOnTime, invHeldAlive}, seeds: 100},
 
 	// Lease and liveness arithmetic.
-	"Home.GrantPastLiveness":      {broken: []string{invLiveness}, seeds: 20},
-	"Home.GrantExpiryNoSkew":      {broken: []string{invHomeView, invDelegExclusion, invExclusion}, seeds: 20},
-	"Home.RenewPastLiveness":      {broken: []string{invLiveness}, seeds: 60},
-	"Home.RenewExpiryNoSkew":      {broken: []string{invHomeView, invDelegExclusion, invExclusion}, seeds: 200},
-	"Home.ReclaimNoSkew":          {broken: []string{invHomeView, invDelegExclusion}, seeds: 20, schedule: func(seed uint64) SimConfig { return fixedSchedule(seed, pausedAdoptedHolder) }},
-	"Home.RestartGateNoSkew":      {broken: []string{invHomeView, invDelegExclusion}, seeds: 60, schedule: func(seed uint64) SimConfig { return longLeases(seed, pausedHolderAtRestart) }},
-	"Holder.LeaseNoDrift":         {broken: []string{invHolderLease, invHolderFirst, invDelegExclusion}, seeds: 20},
-	"Holder.RenewAnchorAtReceipt": {broken: []string{invHolderLease, invHolderFirst, invDelegExclusion}, seeds: 20},
-	"Epoch.LivenessNoDrift":       {broken: []string{invLiveness, invEpochLive}, seeds: 20},
-	"Epoch.LivenessAtAnswer":      {broken: []string{invLiveness}, seeds: 20},
+	"Home.GrantPastLiveness":      {broken: []string{lockcheck.InvLiveness}, seeds: 20},
+	"Home.GrantExpiryNoSkew":      {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, invExclusion}, seeds: 20},
+	"Home.RenewPastLiveness":      {broken: []string{lockcheck.InvLiveness}, seeds: 60},
+	"Home.RenewExpiryNoSkew":      {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, invExclusion}, seeds: 200},
+	"Home.ReclaimNoSkew":          {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion}, seeds: 20, schedule: func(seed uint64) SimConfig { return fixedSchedule(seed, pausedAdoptedHolder) }},
+	"Home.RestartGateNoSkew":      {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion}, seeds: 60, schedule: func(seed uint64) SimConfig { return longLeases(seed, pausedHolderAtRestart) }},
+	"Holder.LeaseNoDrift":         {broken: []string{lockcheck.InvHolderLease, lockcheck.InvHolderFirst, lockcheck.InvDelegExclusion}, seeds: 20},
+	"Holder.RenewAnchorAtReceipt": {broken: []string{lockcheck.InvHolderLease, lockcheck.InvHolderFirst, lockcheck.InvDelegExclusion}, seeds: 20},
+	"Epoch.LivenessNoDrift":       {broken: []string{lockcheck.InvLiveness, invEpochLive}, seeds: 20},
+	"Epoch.LivenessAtAnswer":      {broken: []string{lockcheck.InvLiveness}, seeds: 20},
 	// Recall and release handling.
-	"Home.ReleaseAnyToken":      {broken: []string{invHomeView, invDelegExclusion, invExclusion}, seeds: 20},
-	"Holder.IgnoreRecall":       {broken: []string{invRecall}, seeds: 20},
-	"Holder.AdmitAfterRecall":   {broken: []string{invRecall}, seeds: 20},
-	"Holder.SkipSettle":         {broken: []string{invBarrier}, seeds: 20},
-	"Holder.IgnoreRenewRefusal": {broken: []string{invRecall}, seeds: 1200},
+	"Home.ReleaseAnyToken":      {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, invExclusion}, seeds: 20},
+	"Holder.IgnoreRecall":       {broken: []string{lockcheck.InvRecall}, seeds: 20},
+	"Holder.AdmitAfterRecall":   {broken: []string{lockcheck.InvRecall}, seeds: 20},
+	"Holder.SkipSettle":         {broken: []string{lockcheck.InvBarrier}, seeds: 20},
+	"Holder.IgnoreRenewRefusal": {broken: []string{lockcheck.InvRecall}, seeds: 1200},
 	// Agreement.
-	"Epoch.AdoptFirstValue":       {broken: []string{invEpochFork, invCertificate}, seeds: 20, schedule: func(seed uint64) SimConfig { return scripted(seed, lostHigherValue, nil) }},
-	"Epoch.AcceptBelowPromise":    {broken: []string{invEpochFork, invCertificate}, seeds: 400},
-	"Epoch.CountDuplicateAccepts": {broken: []string{invCertificate}, seeds: 150},
+	"Epoch.AdoptFirstValue":       {broken: []string{invEpochFork, lockcheck.InvCertificate}, seeds: 20, schedule: func(seed uint64) SimConfig { return scripted(seed, lostHigherValue, nil) }},
+	"Epoch.AcceptBelowPromise":    {broken: []string{invEpochFork, lockcheck.InvCertificate}, seeds: 400},
+	"Epoch.CountDuplicateAccepts": {broken: []string{lockcheck.InvCertificate}, seeds: 150},
 }
 
 // mutationSwitches lists every bool in Mutations (and in the structs within

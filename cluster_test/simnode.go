@@ -54,6 +54,17 @@ type simNode struct {
 // String names the node in violations.
 func (n *simNode) String() string { return string(n.id) }
 
+// The independent checker's view of the node (lockcheck.Node).
+func (n *simNode) Name() msg.NodeID             { return n.id }
+func (n *simNode) Index() int                   { return n.idx }
+func (n *simNode) Gen() uint64                  { return n.gen }
+func (n *simNode) Running() bool                { return n.core != nil }
+func (n *simNode) Local(t time.Time) time.Time  { return n.local(t) }
+func (n *simNode) TrueAt(l time.Time) time.Time { return n.trueAt(l) }
+func (n *simNode) Inc() uint64                  { return n.disk.Inc }
+func (n *simNode) Learned() *epoch.Learned      { return n.disk.Learned() }
+func (n *simNode) Version() uint32              { return n.member.Version }
+
 // disk is what survives a crash: only what a Ready asked to sync.
 type disk struct {
 	simtest.Disk[epoch.AcceptorRecord, epoch.Learned]
@@ -93,7 +104,7 @@ func (s *Sim) nodeConfig(n *simNode) core.Config {
 		lease = s.cfg.Lease
 	}
 	return core.Config{
-		Observe: func(env msg.Envelope, sent bool) { s.indep.observe(n, env, sent) },
+		Observe: func(env msg.Envelope, sent bool) { s.indep.Observe(n, env, sent) },
 		Self:    n.member,
 		Inc:     n.disk.Inc,
 		Epoch: epoch.Config{
@@ -167,8 +178,8 @@ func learnedNumber(l *epoch.Learned) any {
 // apply carries out a Ready: sync writes, send messages, deliver events, and
 // arm the next tick.
 func (n *simNode) apply(s *Sim, rd core.Ready) {
-	s.indep.accepts.synced(n, rd.Acceptor)
-	s.indep.step(n, rd.Learned, rd.Events)
+	s.indep.Synced(n, rd.Acceptor)
+	s.indep.Step(n, rd.Learned, rd.Events)
 	for _, r := range rd.Acceptor {
 		if !s.cfg.Mutations.acceptorNotPersisted() {
 			n.disk.SyncAcceptor(r.Instance, r)

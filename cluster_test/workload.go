@@ -6,6 +6,7 @@ import (
 
 	"github.com/homelock/homelock/delegation"
 	"github.com/homelock/homelock/fence"
+	"github.com/homelock/homelock/internal/simtest/lockcheck"
 )
 
 // critical is one locker's request and, once admitted, its critical section.
@@ -196,7 +197,7 @@ func (s *Sim) csWrite(n *simNode, cs *critical) {
 	if cs.readOK && valid {
 		if r := s.check.reg(cs.key); r.write(cs.token, cs.read+1) {
 			n.storeAt(cs.key, r.version)
-			s.indep.barriers.wrote(cs.key, cs.token, r.version)
+			s.indep.Wrote(cs.key, cs.token, r.version)
 			s.check.acked(cs)
 		} else {
 			s.trace("stale write refused %s %s %s", n.id, cs.key, cs.token)
@@ -222,7 +223,7 @@ func (s *Sim) hookDone(n *simNode, e delegation.Event) {
 	case delegation.Settle:
 		n.apply(s, n.core.Settled(now, e.Key, e.Token, e.Barrier, nil))
 	case delegation.WaitFresh:
-		n.storeAt(e.Key, position(e.Barrier))
+		n.storeAt(e.Key, lockcheck.DecimalPosition(e.Barrier))
 		n.apply(s, n.core.Fresh(now, e.Key, e.Token, nil))
 	}
 }

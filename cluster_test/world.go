@@ -11,6 +11,7 @@ import (
 	"github.com/homelock/homelock/fence"
 	"github.com/homelock/homelock/internal/core"
 	"github.com/homelock/homelock/internal/simtest"
+	"github.com/homelock/homelock/internal/simtest/lockcheck"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -39,7 +40,7 @@ type Sim struct {
 	nodes []*simNode
 	net   network
 	check *checker
-	indep *independent
+	indep *lockcheck.Checker
 
 	faults   map[string]int
 	nEvents  int
@@ -132,7 +133,18 @@ func newSim(cfg SimConfig) *Sim {
 	s.downAfter = 200*time.Millisecond + time.Duration(s.rng.Int64N(int64(time.Second)))
 	s.version = 1
 	s.check = newChecker(s)
-	s.indep = newIndependent(s)
+	s.indep = lockcheck.New(lockcheck.World{
+		Now:  func() time.Time { return s.now },
+		Node: func(i int) lockcheck.Node { return s.nodes[i] },
+		ByID: func(id msg.NodeID) lockcheck.Node {
+			if n := s.nodeByID(id); n != nil {
+				return n
+			}
+			return nil
+		},
+		Fail: s.check.fail,
+		Base: simBase, Skew: simSkew, EpochLease: simEpochLease, Retry: simRetry, Drift: simDrift,
+	})
 	s.net = newNetwork()
 	s.blackout = make(map[int]bool)
 	s.recent = make([]traceRec, 0, recentEvents)
