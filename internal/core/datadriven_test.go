@@ -17,6 +17,7 @@ import (
 	"github.com/homelock/homelock/fence"
 	"github.com/homelock/homelock/home"
 	"github.com/homelock/homelock/internal/mutations"
+	"github.com/homelock/homelock/internal/simtest"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -303,10 +304,12 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) error {
 		if r := a.str("rate", ""); r != "" {
 			// Keep the local time continuous at the change.
 			l := n.local(h.now)
-			if n.clock.Rate, err = strconv.ParseFloat(r, 64); err != nil {
+			rate, err := strconv.ParseFloat(r, 64)
+			if err != nil {
 				return err
 			}
-			n.clock.Offset += l.Sub(n.local(h.now))
+			c := simtest.NewClock(hBase, n.clock.Offset, rate)
+			n.clock.Change(h.now, n.clock.Offset+l.Sub(c.Local(h.now)), rate)
 		}
 		h.printf("%s: clock rate=%v local=%s", n.id, n.clock.Rate, ts(n.local(h.now)))
 	case "partition":
@@ -549,12 +552,13 @@ func (h *harness) cmdResume(a *args) error {
 	n.paused = false
 	if n.stall {
 		gap := h.now.Sub(n.pausedAt)
-		n.clock.Offset -= time.Duration(float64(gap) * n.clock.Rate)
+		n.clock.Change(h.now, n.clock.Offset-time.Duration(float64(gap)*n.clock.Rate), n.clock.Rate)
 		h.printf("%s: resumed; its clock stood still for %v", n.id, gap)
 		n.stall = false
 		if a.has("no-jump") {
 			h.switchOff("clock jump not reported (no-jump)")
 		} else {
+			h.indep.ClockJumped(n)
 			h.apply(n, n.core.ClockJump(n.local(h.now)))
 		}
 	} else {

@@ -12,6 +12,7 @@ import (
 	"github.com/homelock/homelock/fence"
 	"github.com/homelock/homelock/home"
 	"github.com/homelock/homelock/internal/simtest"
+	"github.com/homelock/homelock/internal/simtest/lockcheck"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -59,8 +60,11 @@ type harness struct {
 	isolated map[msg.NodeID]bool
 
 	chk checker
-	// agree checks epoch agreement (E1, E2) from what the nodes synced.
+	// agree checks epoch agreement (E1, E2) from what the nodes synced;
+	// indep is the independent checker the cluster simulator runs (D1–D5,
+	// L1, L2, B1, E3, FIFO by receipt, V1, H22).
 	agree simtest.Agreement[msg.NodeID]
+	indep *lockcheck.Checker
 	// ruleOff names the first safety rule switched off since the last reset
 	// (a mutation, an unpersisted incarnation, an unreported clock jump);
 	// only then may a VIOLATION be printed, and then one must be.
@@ -75,7 +79,10 @@ type harness struct {
 }
 
 type hnode struct {
-	id     msg.NodeID
+	id  msg.NodeID
+	idx int
+	// gen counts the node's processes (lockcheck.Node).
+	gen    uint64
 	member msg.Member
 	clock  simtest.Clock
 	disk   hdisk
@@ -103,8 +110,32 @@ func newHarness() *harness {
 		EpochLease: hEpochLease,
 		Base:       hBase,
 	}
+	h.indep = lockcheck.New(lockcheck.World{
+		Now:  func() time.Time { return h.now },
+		Node: func(i int) lockcheck.Node { return h.nodes[i] },
+		ByID: func(id msg.NodeID) lockcheck.Node {
+			if n := h.node(string(id)); n != nil {
+				return n
+			}
+			return nil
+		},
+		Fail: func(inv, format string, args ...any) { h.violation(inv+": "+format, args...) },
+		Base: hBase, Skew: hSkew, EpochLease: hEpochLease, Retry: hRetry, Drift: hDrift,
+		Position: barrierPos,
+	})
 	return h
 }
+
+// The independent checker's view of a node (lockcheck.Node).
+func (n *hnode) Name() msg.NodeID             { return n.id }
+func (n *hnode) Index() int                   { return n.idx }
+func (n *hnode) Gen() uint64                  { return n.gen }
+func (n *hnode) Running() bool                { return n.core != nil }
+func (n *hnode) Local(t time.Time) time.Time  { return n.local(t) }
+func (n *hnode) TrueAt(l time.Time) time.Time { return n.trueAt(l) }
+func (n *hnode) Inc() uint64                  { return n.disk.Inc }
+func (n *hnode) Learned() *epoch.Learned      { return n.disk.Learned() }
+func (n *hnode) Version() uint32              { return n.member.Version }
 
 func (h *harness) printf(format string, args ...any) {
 	h.out.WriteString(strings.Repeat("  ", h.depth))
@@ -148,6 +179,7 @@ func (h *harness) addNode(version uint32) *hnode {
 	id := msg.NodeID(fmt.Sprintf("n%d", i+1))
 	n := &hnode{
 		id:    id,
+		idx:   i,
 		clock: simtest.NewClock(hBase, 0, 1),
 		disk:  simtest.NewDisk[epoch.AcceptorRecord, epoch.Learned](uint64(1001 + i)),
 	}
@@ -158,8 +190,9 @@ func (h *harness) addNode(version uint32) *hnode {
 
 func (h *harness) config(n *hnode) Config {
 	return Config{
-		Self: n.member,
-		Inc:  n.disk.Inc,
+		Observe: func(env msg.Envelope, sent bool) { h.indep.Observe(n, env, sent) },
+		Self:    n.member,
+		Inc:     n.disk.Inc,
 		Epoch: epoch.Config{
 			EpochLease: hEpochLease, MaxDrift: hDrift, RetryInterval: hRetry, PromiseTimeout: hPromise,
 			Rand: rand.New(rand.NewPCG(n.disk.Store, n.disk.Inc)),
@@ -191,6 +224,7 @@ func (h *harness) start(n *hnode, keepInc bool) {
 		marker = n.disk.Markers[l.Epoch.Number]
 	}
 	n.paused, n.stall, n.hooks = false, false, nil
+	n.gen++
 	n.core = New(h.config(n), n.local(h.now), st, marker)
 	h.printf("%s: start inc=%d (synced) epoch=%s marker=%v", n.id, n.disk.Inc, learnedName(st.Learned), marker)
 }
@@ -223,6 +257,8 @@ func (h *harness) apply(n *hnode, rd Ready) {
 	if err := n.core.Home().CheckGauges(); err != nil {
 		panic(fmt.Sprintf("%s: %v", n.id, err))
 	}
+	h.indep.Synced(n, rd.Acceptor)
+	h.indep.Step(n, rd.Learned, rd.Events)
 	for _, r := range rd.Acceptor {
 		n.disk.SyncAcceptor(r.Instance, r)
 		if h.verbose {
@@ -786,6 +822,7 @@ func (c *checker) admitted(h *harness, n *hnode, e delegation.Event) {
 	}
 	c.admits[n.id][d]++
 	c.writes[e.Key]++
+	h.indep.Wrote(e.Key, e.Token, c.writes[e.Key])
 	c.open = append(c.open, &openCS{node: n.id, key: e.Key, locker: e.Locker, token: e.Token, end: n.trueAt(e.Expires)})
 }
 
