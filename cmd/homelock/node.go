@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -208,7 +209,13 @@ Flags:
 			stopMetrics()
 			served.Wait()
 		}
-		fmt.Fprintf(stderr, "homelock node: %v\n", err)
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			// SIGTERM or SIGINT before the node bootstrapped or joined: the
+			// stop asked for, not a failure (nothing was held or homed).
+			log.Info("stopped before the node joined its cluster", "err", err)
+			return 0
+		}
+		log.Error("homelock node failed", "err", err)
 		return 1
 	}
 	<-ctx.Done()
@@ -233,7 +240,7 @@ Flags:
 	stopMetrics()
 	served.Wait()
 	if err != nil {
-		fmt.Fprintf(stderr, "homelock node: close: %v\n", err)
+		log.Error("homelock node: close failed", "err", err)
 		return 1
 	}
 	return 0

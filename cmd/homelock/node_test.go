@@ -361,3 +361,38 @@ func TestAPIMutualTLS(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "the node may not accept this client certificate")
 }
+
+// A node stopped (SIGTERM's path) while it still waits to bootstrap exits 0
+// and says so in its log format: the stop was asked for.
+func TestNodeStoppedBeforeJoining(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a node (-short)")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stdout, stderr := &lockedBuffer{}, &lockedBuffer{}
+	// n2 never starts: n1 waits for it in gossip until stopped.
+	args := []string{"--id", "n1", "--cluster", "cmdtest", "--data-dir", filepath.Join(t.TempDir(), "n1"),
+		"--bootstrap", "--initial", "n1,n2=" + freePort(t), "--grpc-addr", "127.0.0.1:0", "--gossip-addr", freePort(t),
+		"--api-addr", "127.0.0.1:0", "--log-format", "json"}
+	exited := make(chan int, 1)
+	go func() { exited <- serveNode(ctx, args, stdout, stderr) }()
+	for !strings.Contains(stdout.String(), "client API on") {
+		select {
+		case code := <-exited:
+			t.Fatalf("exited with %d before serving:\n%s", code, stderr)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	cancel()
+	select {
+	case code := <-exited:
+		require.Equal(t, 0, code, stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("did not stop:\n%s", stderr)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &m), "every line is JSON: %s", l)
+	}
+	require.Contains(t, stderr.String(), "stopped before the node joined its cluster")
+}
