@@ -121,6 +121,15 @@ Flags:
 		return 2
 	}
 	log := base.With("component", "command", "node", *id)
+	// fail reports why the node stops: a plain line a person reads, or a
+	// JSON object where every stderr line is one.
+	fail := func(what string, err error) {
+		if logf.format == "json" {
+			log.Error(what, "err", err)
+			return
+		}
+		fmt.Fprintf(stderr, "homelock node: %v\n", err)
+	}
 	srvOpts, err := api.serverOptions()
 	if err != nil {
 		fmt.Fprintf(stderr, "homelock node: %v\n", err)
@@ -215,7 +224,7 @@ Flags:
 			log.Info("stopped before the node joined its cluster", "err", err)
 			return 0
 		}
-		log.Error("homelock node failed", "err", err)
+		fail("homelock node failed", err)
 		return 1
 	}
 	<-ctx.Done()
@@ -240,7 +249,7 @@ Flags:
 	stopMetrics()
 	served.Wait()
 	if err != nil {
-		log.Error("homelock node: close failed", "err", err)
+		fail("homelock node: close failed", fmt.Errorf("close: %w", err))
 		return 1
 	}
 	return 0
