@@ -161,3 +161,20 @@ func TestSimSizes(t *testing.T) {
 		}
 	}
 }
+
+// TestSimFoundSeeds replays the seeds long runs found, each fixed since;
+// a seed joins this list with the fix it needed.
+func TestSimFoundSeeds(t *testing.T) {
+	batchGC(t)
+	for _, seed := range []uint64{
+		58450,  // checker: a Grant re-sent after its delegation ended is no new grant
+		150625, // checker: a Withdraw ends the wait the home queued for an older request
+		154709, // checker: a late reply to an attempt sent before a renewal extends nothing
+		187680, // checker: a home's own delegation renews in the step that granted it
+		225686, // the same, with the renewal's Extended event
+	} {
+		if r := Run(DefaultSimConfig(seed)); r.Failed() {
+			t.Errorf("seed %d: %s", seed, r.Report())
+		}
+	}
+}

@@ -191,6 +191,11 @@ type streakKey struct {
 // have dropped the waiter as stale).
 type streak struct {
 	definite, latest, lastHeard time.Time // lastHeard on the home's clock
+	// waiting is the request the home last told the requester to wait
+	// for (its Wait): the waiter it keeps, which a Withdraw of that
+	// request ends.
+	waiting    msg.RequestID
+	hasWaiting bool
 }
 
 // deleg is one delegation as the messages define it.
@@ -213,6 +218,7 @@ type deleg struct {
 	// Holder side, set once the holder's process accepted it.
 	accepted     bool
 	holderEnd    time.Time // on the holder's clock
+	renewedAt    time.Time // when (true time) a RenewReply last extended it
 	under        uint64    // the home's epoch when it sent what set holderEnd (L2)
 	pendingSince time.Time // a Grant received this step, not yet judged
 	contended    bool
@@ -412,6 +418,10 @@ func (c *Checker) sent(n Node, o observed) {
 	case msg.Grant:
 		c.bars.granted(b)
 		c.grantSent(n, o, b)
+	case msg.Wait:
+		if st := c.streaks[streakKey{p, b.Key, o.env.To}]; st != nil {
+			st.waiting, st.hasWaiting = b.Req, true
+		}
 	case msg.RenewReply:
 		if !b.OK {
 			return
@@ -544,7 +554,11 @@ func (c *Checker) received(n Node, o observed) *deleg {
 		return d
 	case msg.RenewReply:
 		d := c.find(b.Key, b.Token)
-		if d == nil || d.holder != p || !d.accepted || d.over {
+		// A Grant received in this very step is held as far as its renewal
+		// goes (a home's own delegation renews within the step that granted
+		// it); accept judges it at the step's end with the renewed lease.
+		pending := d != nil && !d.accepted && !d.pendingSince.IsZero() && !d.holderEnd.IsZero()
+		if d == nil || d.holder != p || d.over || !(d.accepted || pending) {
 			return nil
 		}
 		if !b.OK {
@@ -552,13 +566,17 @@ func (c *Checker) received(n Node, o observed) *deleg {
 			return nil
 		}
 		sent, ok := c.renSent[renKey{p, b.Key, b.Token, b.Attempt}]
-		if !ok {
+		if !ok || sent.Before(d.renewedAt) {
+			// A holder that renewed forgets its earlier attempts: a late
+			// reply to one of them extends nothing (delegation.RenewReply).
 			return nil
 		}
 		if end := n.Local(sent).Add(b.Lease - time.Duration(float64(b.Lease)*c.w.Drift)); end.After(d.holderEnd) {
-			d.holderEnd, d.under = end, o.env.Epoch
-			c.exclusive(n, d)
-			c.epochBound(d)
+			d.holderEnd, d.under, d.renewedAt = end, o.env.Epoch, o.at
+			if d.accepted {
+				c.exclusive(n, d)
+				c.epochBound(d)
+			}
 		}
 	case msg.Recall:
 		d := c.find(b.Key, b.Token)
@@ -620,8 +638,13 @@ func (c *Checker) received(n Node, o observed) *deleg {
 	case msg.Acquire:
 		c.acquireReceived(n, o, b)
 	case msg.Withdraw:
-		// The home drops the waiter only if it still waits for this request.
-		if h, ok := c.heard[streakKey{p, b.Key, o.env.From.ID}]; ok && h.req == b.Req {
+		// The home drops the waiter only if it still waits for this request:
+		// the newest it heard, or an older one it queued after all (a late
+		// retransmission of a request granted since, answered with a Wait).
+		sk := streakKey{p, b.Key, o.env.From.ID}
+		if h, ok := c.heard[sk]; ok && h.req == b.Req {
+			c.endStreak(p, b.Key, o.env.From.ID)
+		} else if st := c.streaks[sk]; st != nil && st.hasWaiting && st.waiting == b.Req {
 			c.endStreak(p, b.Key, o.env.From.ID)
 		}
 		// A delegation granted to the withdrawn request is over at its home
