@@ -49,6 +49,25 @@ func (n *Node) apply(now time.Time, rd core.Ready) {
 		n.deliver(now, e)
 	}
 	n.rearm()
+	n.stepped()
+}
+
+// nextStep is a channel closed after the next step the node applies, or
+// when it fails or shuts down (mu held). Only a waiter makes one, so a step
+// with nobody waiting costs a nil check.
+func (n *Node) nextStep() <-chan struct{} {
+	if n.stepCh == nil {
+		n.stepCh = make(chan struct{})
+	}
+	return n.stepCh
+}
+
+// stepped wakes whoever waits for the next step (mu held).
+func (n *Node) stepped() {
+	if n.stepCh != nil {
+		close(n.stepCh)
+		n.stepCh = nil
+	}
 }
 
 // send hands a step's messages to the transport, those for one peer as one
@@ -89,6 +108,7 @@ func (n *Node) fail(err error) {
 		return
 	}
 	n.failed = err
+	n.stepped()
 	n.log.Error("store failed; the node stops taking part in the protocol", "err", err)
 	for id, w := range n.waiters {
 		delete(n.waiters, id)

@@ -65,20 +65,20 @@ func (n *Node) handOff(ctx context.Context, what string, stop func() string) err
 		case <-t.C:
 		}
 	}
-	// Handoff: wait until nothing is granted by or held at this node.
-	tick := time.NewTicker(n.cfg.RetryInterval)
-	defer tick.Stop()
+	// Handoff: wait until nothing is granted by or held at this node; only
+	// a step of the machines can change that.
 	for {
 		n.mu.Lock()
-		busy := n.usable() && !n.core.HandedOff()
-		n.mu.Unlock()
-		if !busy {
+		if !n.usable() || n.core.HandedOff() {
+			n.mu.Unlock()
 			return nil
 		}
+		step := n.nextStep()
+		n.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("homelock: %s: epoch left, handoff unfinished: %w", what, ctx.Err())
-		case <-tick.C:
+		case <-step:
 		}
 	}
 }

@@ -59,6 +59,10 @@ type Node struct {
 	armed  time.Time
 	// epochCh is closed and replaced whenever an epoch is learned.
 	epochCh chan struct{}
+	// stepCh, once a waiter made it (nextStep), is closed after the next
+	// step the node applies, or when the node fails or shuts down: Close
+	// and Leave wait on it for the machines to change instead of polling.
+	stepCh chan struct{}
 	// lockable caches core.Node.Lockable for Lock's path (recomputed on
 	// every epoch and membership scan); its reason is asked when false.
 	lockable bool
@@ -423,8 +427,6 @@ func (n *Node) close(ctx context.Context) error {
 // waitDrained waits until this node holds no delegation (the releases were
 // sent) or ctx ends.
 func (n *Node) waitDrained(ctx context.Context) error {
-	t := time.NewTicker(5 * time.Millisecond)
-	defer t.Stop()
 	for {
 		n.mu.Lock()
 		held := 0
@@ -432,14 +434,16 @@ func (n *Node) waitDrained(ctx context.Context) error {
 			_, ds := n.core.Stats()
 			held = ds.Held
 		}
-		n.mu.Unlock()
 		if held == 0 {
+			n.mu.Unlock()
 			return nil
 		}
+		step := n.nextStep()
+		n.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%d still held: %w", held, ctx.Err())
-		case <-t.C:
+		case <-step:
 		}
 	}
 }
@@ -449,6 +453,7 @@ func (n *Node) waitDrained(ctx context.Context) error {
 func (n *Node) shutdown() error {
 	n.mu.Lock()
 	n.closing, n.closed = true, true
+	n.stepped()
 	for id, w := range n.waiters {
 		delete(n.waiters, id)
 		w.err = fmt.Errorf("%w: key %q", ErrClosed, w.key)
