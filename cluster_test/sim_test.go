@@ -172,6 +172,9 @@ func TestSimFoundSeeds(t *testing.T) {
 		154709, // checker: a late reply to an attempt sent before a renewal extends nothing
 		187680, // checker: a home's own delegation renews in the step that granted it
 		225686, // the same, with the renewal's Extended event
+		259706, // the same (D2, extended)
+		296153, // the same (D2, admitted)
+		349281, // a late reply to an older attempt, as 154709 (D5)
 	} {
 		if r := Run(DefaultSimConfig(seed)); r.Failed() {
 			t.Errorf("seed %d: %s", seed, r.Report())
