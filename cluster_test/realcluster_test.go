@@ -452,8 +452,11 @@ func TestRealHomeRestart(t *testing.T) {
 		return resumed
 	}
 	t.Run("every member answers", func(t *testing.T) {
-		if d := run(t, rcOptions{}, false); d > gate/2 {
-			t.Errorf("grants resumed %v after the restart, want well under the %v gate (reclaim)", d, gate)
+		// Before the gate could have passed is what tells reclaim from the
+		// gate (the control waits at least gate − Skew); a tighter bound
+		// would measure the machine's load, not the protocol.
+		if d := run(t, rcOptions{}, false); d >= gate-rcSkew {
+			t.Errorf("grants resumed %v after the restart, want before the %v gate could pass (reclaim)", d, gate)
 		}
 	})
 	t.Run("control: a member cut off", func(t *testing.T) {
