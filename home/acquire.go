@@ -247,7 +247,7 @@ func (m *Machine) grant(now time.Time, key string, ke *entry, w *waiter) {
 	m.counter++
 	tok := dtoken.T{Epoch: cur.e.Number, Incarnation: m.cfg.Inc, Counter: m.counter}
 	d := delegation{
-		holder:  m.peers.Ref(w.from, w.fromInc),
+		holder:  m.peers.Ref(peer{w.from, w.fromInc}),
 		attempt: w.attempt,
 		lease:   lease,
 		expires: deadline.At(now.Add(lease + skew)),

@@ -9,7 +9,6 @@ import (
 	"github.com/homelock/homelock/internal/deadline"
 	"github.com/homelock/homelock/internal/intern"
 	"github.com/homelock/homelock/internal/keytab"
-	"github.com/homelock/homelock/internal/peers"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -55,7 +54,7 @@ type Machine struct {
 	// needLiveness holds keys whose head waiter waits only for liveness.
 	needLiveness map[string]struct{}
 	// peers are the holders the delegations name.
-	peers peers.Table
+	peers intern.Table[peer]
 	// mints are the live delegations' tokens but their counters.
 	mints intern.Table[mint]
 

@@ -66,7 +66,7 @@ func (m *Machine) ReclaimAnswer(now time.Time, env msg.Envelope, a msg.ReclaimAn
 			m.byHold[env.From.ID]++
 		}
 		m.setDeleg(ke, delegation{
-			holder: m.peers.Ref(env.From, env.FromInc), lease: h.Remaining,
+			holder: m.peers.Ref(peer{env.From, env.FromInc}), lease: h.Remaining,
 			expires: deadline.At(now.Add(h.Remaining + skew)),
 		}, dtoken.Of(h.Token), msg.RequestID{}, h.Barrier, nil)
 		if ke.x != nil {

@@ -6,7 +6,6 @@ import (
 	"github.com/homelock/homelock/internal/deadline"
 	"github.com/homelock/homelock/internal/dtoken"
 	"github.com/homelock/homelock/internal/intern"
-	"github.com/homelock/homelock/internal/peers"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -61,7 +60,7 @@ type delegation struct {
 	lease   time.Duration
 	// holder is the holding member as the incarnation that asked for it (or
 	// answered the reclaim that adopted it).
-	holder  peers.ID
+	holder  intern.ID
 	attempt uint32 // the attempt the Grant echoed; a re-sent Grant echoes it again (H6)
 }
 
@@ -96,7 +95,15 @@ func (ke *entry) deleg() *delegation {
 
 // holder is the member holding key's live delegation, as the incarnation
 // that asked for it; nil when none is live.
-func (m *Machine) holder(ke *entry) *peers.Peer { return m.peers.Get(ke.d.holder) }
+func (m *Machine) holder(ke *entry) *peer { return m.peers.Get(ke.d.holder) }
+
+// peer is a holder as one of its incarnations: a million delegations name a
+// handful, so each keeps the four-byte ID of a shared one (Machine.peers)
+// instead of its own copy of the member and incarnation.
+type peer struct {
+	msg.Member
+	Inc uint64
+}
 
 // req is the request key's live delegation answered: zero for an adopted
 // one. A requester numbers its requests with its incarnation, the one that
