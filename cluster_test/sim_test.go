@@ -175,6 +175,9 @@ func TestSimFoundSeeds(t *testing.T) {
 		259706, // the same (D2, extended)
 		296153, // the same (D2, admitted)
 		349281, // a late reply to an older attempt, as 154709 (D5)
+		380519, // FIFO: a Withdraw of an older request leaves the waiter for the newest
+		380890, // the same
+		383571, // the same
 	} {
 		if r := Run(DefaultSimConfig(seed)); r.Failed() {
 			t.Errorf("seed %d: %s", seed, r.Report())

@@ -191,11 +191,9 @@ type streakKey struct {
 // have dropped the waiter as stale).
 type streak struct {
 	definite, latest, lastHeard time.Time // lastHeard on the home's clock
-	// waiting is the request the home last told the requester to wait
-	// for (its Wait): the waiter it keeps, which a Withdraw of that
-	// request ends.
-	waiting    msg.RequestID
-	hasWaiting bool
+	// req is the newest request heard in the streak: the home's waiter
+	// keeps the newest one it heard, and a Withdraw of that one ends it.
+	req msg.RequestID
 }
 
 // deleg is one delegation as the messages define it.
@@ -418,10 +416,7 @@ func (c *Checker) sent(n Node, o observed) {
 	case msg.Grant:
 		c.bars.granted(b)
 		c.grantSent(n, o, b)
-	case msg.Wait:
-		if st := c.streaks[streakKey{p, b.Key, o.env.To}]; st != nil {
-			st.waiting, st.hasWaiting = b.Req, true
-		}
+
 	case msg.RenewReply:
 		if !b.OK {
 			return
@@ -638,13 +633,10 @@ func (c *Checker) received(n Node, o observed) *deleg {
 	case msg.Acquire:
 		c.acquireReceived(n, o, b)
 	case msg.Withdraw:
-		// The home drops the waiter only if it still waits for this request:
-		// the newest it heard, or an older one it queued after all (a late
-		// retransmission of a request granted since, answered with a Wait).
-		sk := streakKey{p, b.Key, o.env.From.ID}
-		if h, ok := c.heard[sk]; ok && h.req == b.Req {
-			c.endStreak(p, b.Key, o.env.From.ID)
-		} else if st := c.streaks[sk]; st != nil && st.hasWaiting && st.waiting == b.Req {
+		// The home drops the waiter only if it waits for this request: the
+		// newest it heard while the waiter was queued (a late retransmission
+		// of a request granted since queues anew, under that old request).
+		if st := c.streaks[streakKey{p, b.Key, o.env.From.ID}]; st != nil && st.req == b.Req {
 			c.endStreak(p, b.Key, o.env.From.ID)
 		}
 		// A delegation granted to the withdrawn request is over at its home
@@ -795,8 +787,11 @@ func (c *Checker) acquireReceived(n Node, o observed, a msg.Acquire) {
 	now := n.Local(o.at)
 	st := c.streaks[k]
 	if st == nil {
-		c.streaks[k] = &streak{definite: o.at, latest: o.at, lastHeard: now}
+		c.streaks[k] = &streak{definite: o.at, latest: o.at, lastHeard: now, req: a.Req}
 		return
+	}
+	if st.req.Less(a.Req) {
+		st.req = a.Req
 	}
 	if now.Sub(st.lastHeard) >= home.StaleWaiters*c.w.Retry-time.Millisecond {
 		st.latest = o.at
