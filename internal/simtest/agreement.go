@@ -121,12 +121,6 @@ func (a *Agreement[K]) checkLive(e uint64) {
 	}
 }
 
-// Chosen is the epoch first learned for num.
-func (a *Agreement[K]) Chosen(num uint64) (msg.Epoch, bool) {
-	e, ok := a.chosen[num]
-	return e, ok
-}
-
 // Highest is the highest epoch number anyone learned.
 func (a *Agreement[K]) Highest() uint64 {
 	var h uint64

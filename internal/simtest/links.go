@@ -47,9 +47,6 @@ func (l *Links[K]) Mend(a, b K) { delete(l.cut, [2]K{a, b}) }
 // message; most of the time no link is cut, and then it needs no lookup.
 func (l *Links[K]) Blocked(a, b K) bool { return len(l.cut) > 0 && l.cut[[2]K{a, b}] }
 
-// Cuts is the number of directed links cut.
-func (l *Links[K]) Cuts() int { return len(l.cut) }
-
 // MendAll mends every link.
 func (l *Links[K]) MendAll() { clear(l.cut) }
 

@@ -35,18 +35,6 @@ func (b *Mailbox[M]) Take(match func(M) bool) (M, bool) {
 	return m, true
 }
 
-// Matching is every waiting message that match accepts, oldest first, in a
-// new slice.
-func (b *Mailbox[M]) Matching(match func(M) bool) []M {
-	var out []M
-	for _, m := range b.q {
-		if match(m) {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
 // Drop removes every message that match accepts and says how many.
 func (b *Mailbox[M]) Drop(match func(M) bool) int {
 	n := len(b.q)
@@ -63,9 +51,6 @@ func (b *Mailbox[M]) Insert(i int, m M) { b.q = slices.Insert(b.q, i, m) }
 
 // Set replaces the message at position i: a reordering.
 func (b *Mailbox[M]) Set(i int, m M) { b.q[i] = m }
-
-// At is the message at position i.
-func (b *Mailbox[M]) At(i int) M { return b.q[i] }
 
 // TakeAt removes and returns the message at position i.
 func (b *Mailbox[M]) TakeAt(i int) M {

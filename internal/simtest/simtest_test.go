@@ -80,7 +80,6 @@ func TestLinks(t *testing.T) {
 	l.Cut("a", "b")
 	require.True(t, l.Blocked("a", "b"))
 	require.False(t, l.Blocked("b", "a"), "a cut is one way")
-	require.Equal(t, 1, l.Cuts())
 	l.Mend("a", "b")
 	require.False(t, l.Blocked("a", "b"))
 
@@ -134,13 +133,13 @@ func TestMailbox(t *testing.T) {
 	m, ok := b.Take(even)
 	require.True(t, ok)
 	require.Equal(t, 2, m)
-	require.Equal(t, []int{4}, b.Matching(even))
+	require.Equal(t, []int{1, 3, 4, 5}, b.All())
 	require.Equal(t, 1, b.Drop(even))
 	require.Equal(t, []int{1, 3, 5}, b.All())
 	b.Insert(b.Index(func(x int) bool { return x == 3 })+1, 33)
 	require.Equal(t, []int{1, 3, 33, 5}, b.All())
 	b.Set(0, 11)
-	require.Equal(t, 11, b.At(0))
+	require.Equal(t, 11, b.All()[0])
 	require.Equal(t, 33, b.TakeAt(2))
 	_, ok = b.Take(even)
 	require.False(t, ok)
@@ -256,15 +255,12 @@ func TestAgreement(t *testing.T) {
 	}
 }
 
-func TestAgreementChosen(t *testing.T) {
+func TestAgreementHighest(t *testing.T) {
 	var a Agreement[int]
 	a.Learned(1, base, epochOf(1, "a"), nil)
 	a.Learned(1, base, epochOf(4, "a"), nil)
-	e, ok := a.Chosen(4)
-	require.True(t, ok)
-	require.Equal(t, uint64(4), e.Number)
 	require.Equal(t, uint64(4), a.Highest())
-	require.True(t, slices.Equal([]string{"a/1"}, Members(e)))
+	require.True(t, slices.Equal([]string{"a/1"}, Members(epochOf(4, "a"))))
 }
 
 func TestClockChange(t *testing.T) {

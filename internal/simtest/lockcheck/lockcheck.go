@@ -82,7 +82,7 @@ const (
 	InvEcho           = "H22 a grant echoes the last attempt heard"
 )
 
-// independent is the second checker. Every process's observed messages are
+// Checker is the independent checker. Every process's observed messages are
 // buffered during its step and judged when the step's Ready is applied, so
 // that what a step did as a whole (a Grant received and released at once)
 // counts, not the order of lines within it.
@@ -771,9 +771,8 @@ func (c *Checker) admitted(n Node, e delegation.Event) {
 	case d.recalled && (d.beforeRecall > 0 || d.admits > d.beforeRecall):
 		c.fail(InvRecall, "%s admitted %s under %s after its Recall", n.Name(), e.Key, e.Token)
 	}
-	d2 := d
-	if d2 != nil {
-		d2.admits++
+	if d != nil {
+		d.admits++
 	}
 }
 
