@@ -132,7 +132,7 @@ Flags:
 	}
 	srvOpts, err := api.serverOptions()
 	if err != nil {
-		fmt.Fprintf(stderr, "homelock node: %v\n", err)
+		fail("bad client API flags", err)
 		return 2
 	}
 
@@ -142,7 +142,7 @@ Flags:
 	cfg.GossipAddr, cfg.GossipAdvertise = *gossipAddr, *gossipAdvertise
 	ids, seeds, err := parseInitial(initial, *id)
 	if err != nil {
-		fmt.Fprintf(stderr, "homelock node: --initial: %v\n", err)
+		fail("bad --initial", fmt.Errorf("--initial: %w", err))
 		return 2
 	}
 	cfg.Bootstrap, cfg.InitialMembers, cfg.Join = *bootstrap, ids, append(seeds, join...)
@@ -152,7 +152,7 @@ Flags:
 	if *gossipKey != "" {
 		key, err := parseKey(*gossipKey)
 		if err != nil {
-			fmt.Fprintf(stderr, "homelock node: --gossip-key: %v\n", err)
+			fail("bad --gossip-key", fmt.Errorf("--gossip-key: %w", err))
 			return 2
 		}
 		cfg.GossipKey = key
@@ -164,7 +164,7 @@ Flags:
 		}
 	}
 	if err := cfg.Validate(); err != nil {
-		fmt.Fprintf(stderr, "homelock node: %v\n", err)
+		fail("bad configuration", err)
 		return 2
 	}
 
@@ -172,14 +172,14 @@ Flags:
 	// fails the start before anything is created.
 	lis, err := net.Listen("tcp", api.addr)
 	if err != nil {
-		fmt.Fprintf(stderr, "homelock node: client API: %v\n", err)
+		fail("client API listener failed", fmt.Errorf("client API: %w", err))
 		return 1
 	}
 	defer lis.Close()
 	var mlis net.Listener
 	if *metricsAddr != "" {
 		if mlis, err = net.Listen("tcp", *metricsAddr); err != nil {
-			fmt.Fprintf(stderr, "homelock node: metrics: %v\n", err)
+			fail("metrics listener failed", fmt.Errorf("metrics: %w", err))
 			return 1
 		}
 		defer mlis.Close()

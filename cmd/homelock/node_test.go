@@ -396,3 +396,30 @@ func TestNodeStoppedBeforeJoining(t *testing.T) {
 	}
 	require.Contains(t, stderr.String(), "stopped before the node joined its cluster")
 }
+
+// A node that cannot start says why in its log format: with --log-format
+// json the failure is one more JSON line, not a plain one.
+func TestNodeFailureInLogFormat(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer busy.Close()
+	args := []string{"--id", "n1", "--cluster", "cmdtest", "--data-dir", filepath.Join(t.TempDir(), "n1"),
+		"--bootstrap", "--initial", "n1", "--grpc-addr", "127.0.0.1:0", "--gossip-addr", freePort(t),
+		"--api-addr", busy.Addr().String()}
+	for _, format := range []string{"text", "json"} {
+		var stdout, stderr lockedBuffer
+		code := serveNode(context.Background(), append(args, "--log-format", format), &stdout, &stderr)
+		require.Equal(t, 1, code, stderr.String())
+		lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+		last := lines[len(lines)-1]
+		if format == "text" {
+			require.True(t, strings.HasPrefix(last, "homelock node: client API: "), last)
+			continue
+		}
+		for _, l := range lines {
+			var m map[string]any
+			require.NoError(t, json.Unmarshal([]byte(l), &m), "every line is JSON: %s", l)
+		}
+		require.Contains(t, last, `"err":"client API: `)
+	}
+}
