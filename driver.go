@@ -19,8 +19,8 @@ const maxSleep = 100 * time.Millisecond
 
 // receive is the transport's Handler: one envelope, one step.
 func (n *Node) receive(env msg.Envelope) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.lockAll()
+	defer n.unlockAll()
 	if !n.usable() {
 		return // not started yet or stopped: the sender retries
 	}
@@ -115,10 +115,18 @@ func (n *Node) fail(err error) {
 		w.err = fmt.Errorf("%w: key %q: store failed: %v", ErrClosed, w.key, err)
 		close(w.done)
 	}
-	for locker, h := range n.active {
-		delete(n.active, locker)
-		if h != nil {
-			h.end(stateLost)
+	n.revokeAll()
+}
+
+// revokeAll ends every admitted critical section as lost (all locks held).
+func (n *Node) revokeAll() {
+	for i := range n.shards {
+		s := &n.shards[i]
+		for locker, h := range s.active {
+			delete(s.active, locker)
+			if h != nil {
+				h.end(stateLost)
+			}
 		}
 	}
 }
@@ -136,15 +144,16 @@ func (n *Node) deliver(now time.Time, e delegation.Event) {
 			return
 		}
 		delete(n.waiters, e.Locker)
-		w.h = n.admitted(e)
+		w.h = n.admitted(n.shardOf(e.Key), e)
 		close(w.done)
 	case delegation.Extended:
-		if h := n.active[e.Locker]; h != nil && h.key == e.Key {
+		if h := n.shardOf(e.Key).active[e.Locker]; h != nil && h.key == e.Key {
 			h.expires.Store(int64(e.Expires.Sub(bootEpoch)))
 		}
 	case delegation.Revoked:
-		if h := n.active[e.Locker]; h != nil && h.key == e.Key {
-			delete(n.active, e.Locker)
+		s := n.shardOf(e.Key)
+		if h := s.active[e.Locker]; h != nil && h.key == e.Key {
+			delete(s.active, e.Locker)
 			h.end(stateLost)
 			n.log.Debug("lease lost", "key", e.Key, "token", e.Token, "detail", e.Detail)
 		}
@@ -159,11 +168,12 @@ func (n *Node) deliver(now time.Time, e delegation.Event) {
 	}
 }
 
-// admitted makes the Handle for an Admitted event (mu held).
-func (n *Node) admitted(e delegation.Event) *Handle {
+// admitted makes the Handle for an Admitted event of a key of s (s's lock
+// held).
+func (n *Node) admitted(s *lockShard, e delegation.Event) *Handle {
 	h := &Handle{n: n, key: e.Key, locker: e.Locker, token: e.Token, signed: e.Signed, scope: ScopeCluster}
 	h.expires.Store(int64(e.Expires.Sub(bootEpoch)))
-	n.active[e.Locker] = h
+	s.active[e.Locker] = h
 	return h
 }
 
@@ -218,8 +228,8 @@ func (n *Node) runHook(now time.Time, e delegation.Event) {
 		if err != nil {
 			n.log.Warn("store hook failed", "settle", settle, "key", e.Key, "token", e.Token, "err", err)
 		}
-		n.mu.Lock()
-		defer n.mu.Unlock()
+		n.lockAll()
+		defer n.unlockAll()
 		if !n.usable() {
 			return
 		}
@@ -233,18 +243,8 @@ func (n *Node) runHook(now time.Time, e delegation.Event) {
 }
 
 // rearm wakes the timer goroutine if the machines now want a tick before the
-// one it sleeps towards (mu held).
-func (n *Node) rearm() {
-	d := n.core.NextDeadline()
-	if d.IsZero() || (!n.armed.IsZero() && !d.Before(n.armed)) {
-		return
-	}
-	n.armed = d
-	select {
-	case n.kick <- struct{}{}:
-	default:
-	}
-}
+// one it sleeps towards (all locks held).
+func (n *Node) rearm() { n.lowerArmed(n.core.NextDeadline()) }
 
 // run is the timer goroutine: it sleeps until the machines' next deadline
 // (or maxSleep) and ticks them.
@@ -265,8 +265,8 @@ func (n *Node) run() {
 
 // tick runs one timer step and returns how long to sleep.
 func (n *Node) tick() time.Duration {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.lockAll()
+	defer n.unlockAll()
 	if !n.usable() {
 		return maxSleep
 	}
@@ -284,7 +284,7 @@ func (n *Node) tick() time.Duration {
 	if d := n.core.NextDeadline(); !d.IsZero() {
 		sleep = min(max(d.Sub(now), 0), maxSleep)
 	}
-	n.armed = now.Add(sleep)
+	n.armed.Store(armedAt(now.Add(sleep)))
 	return sleep
 }
 

@@ -143,19 +143,7 @@ func (h *Handle) Unlock() error {
 	if h.scope == ScopeNode {
 		h.n.unlockLocal(h)
 	} else {
-		n := h.n
-		n.mu.Lock()
-		if n.active[h.locker] == h {
-			delete(n.active, h.locker)
-		}
-		// The common unlock needs no clock read (one is ~100 ns here).
-		if n.usable() && !n.core.TryUnlock(h.key, h.locker) {
-			now := n.clock.Now()
-			if rd, ok := n.core.Unlock(now, h.key, h.locker); ok {
-				n.apply(now, rd)
-			}
-		}
-		n.mu.Unlock()
+		h.n.unlock(h)
 	}
 	h.finish()
 	return nil
@@ -182,4 +170,28 @@ func (h *Handle) finish() {
 	if h.cancel != nil {
 		h.cancel()
 	}
+}
+
+// unlock ends h's critical section in the holder. The common unlock (nobody
+// queued here, the delegation not draining) holds only the key's shard's
+// lock and needs no clock read (one is ~100 ns here); the rest is a step.
+func (n *Node) unlock(h *Handle) {
+	s := n.shardOf(h.key)
+	s.mu.Lock()
+	if s.active[h.locker] == h {
+		delete(s.active, h.locker)
+	}
+	done := !n.usable() || n.core.TryUnlock(h.key, h.locker)
+	s.mu.Unlock()
+	if done {
+		return
+	}
+	n.lockAll()
+	if n.usable() {
+		now := n.clock.Now()
+		if rd, ok := n.core.Unlock(now, h.key, h.locker); ok {
+			n.apply(now, rd)
+		}
+	}
+	n.unlockAll()
 }

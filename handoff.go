@@ -23,11 +23,11 @@ var errLastMember = errors.New("this node is the only member")
 // before each request to leave while this node is still a member: a non-empty
 // answer ends the handoff with that reason (errHandOffStopped).
 func (n *Node) handOff(ctx context.Context, what string, stop func() string) error {
-	n.mu.Lock()
+	n.lockAll()
 	if n.usable() {
 		n.core.Leaving()
 	}
-	n.mu.Unlock()
+	n.unlockAll()
 
 	t := time.NewTicker(10 * n.cfg.RetryInterval) // as the core paces joins
 	defer t.Stop()
@@ -36,28 +36,28 @@ func (n *Node) handOff(ctx context.Context, what string, stop func() string) err
 		if stop != nil {
 			why = stop()
 		}
-		n.mu.Lock()
+		n.lockAll()
 		if !n.usable() {
-			n.mu.Unlock()
+			n.unlockAll()
 			return fmt.Errorf("%w: %s", ErrClosed, what)
 		}
 		l, ok := n.core.Current()
 		if ok && l.Epoch.Number >= 1 && !l.Epoch.Has(n.self) {
-			n.mu.Unlock()
+			n.unlockAll()
 			break
 		}
 		if ok && l.Epoch.Number >= 1 && len(l.Epoch.Members) == 1 {
-			n.mu.Unlock()
+			n.unlockAll()
 			return fmt.Errorf("homelock: %s: %w of epoch %d", what, errLastMember, l.Epoch.Number)
 		}
 		if why != "" {
-			n.mu.Unlock()
+			n.unlockAll()
 			return fmt.Errorf("homelock: %s: %w: %s", what, errHandOffStopped, why)
 		}
 		now := n.clock.Now()
 		n.apply(now, n.core.Leave(now))
 		ch := n.epochCh
-		n.mu.Unlock()
+		n.unlockAll()
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("homelock: %s: still a member: %w", what, ctx.Err())
@@ -68,13 +68,13 @@ func (n *Node) handOff(ctx context.Context, what string, stop func() string) err
 	// Handoff: wait until nothing is granted by or held at this node; only
 	// a step of the machines can change that.
 	for {
-		n.mu.Lock()
+		n.lockAll()
 		if !n.usable() || n.core.HandedOff() {
-			n.mu.Unlock()
+			n.unlockAll()
 			return nil
 		}
 		step := n.nextStep()
-		n.mu.Unlock()
+		n.unlockAll()
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("homelock: %s: epoch left, handoff unfinished: %w", what, ctx.Err())
@@ -95,9 +95,9 @@ func (n *Node) closeHandOff(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("homelock: %s: %w", what, err)
 	}
-	n.mu.Lock()
+	n.lockAll()
 	left := n.usable() && !n.core.LeftAt().IsZero() // Leave did it
-	n.mu.Unlock()
+	n.unlockAll()
 	if !left {
 		if why := n.handOffBlocker(); why != "" {
 			n.log.Info("close: not handing home keys off", "why", why)
@@ -114,12 +114,12 @@ func (n *Node) closeHandOff(ctx context.Context) error {
 		}
 		n.log.Info("close: home keys handed off", "took", n.clock.Now().Sub(begin).Round(time.Millisecond))
 	}
-	n.mu.Lock()
+	n.lockAll()
 	var until time.Time
 	if n.usable() {
 		until = n.core.LingerUntil()
 	}
-	n.mu.Unlock()
+	n.unlockAll()
 	n.linger(ctx, until)
 	return nil
 }
@@ -147,8 +147,8 @@ func (n *Node) linger(ctx context.Context, until time.Time) {
 // handOffBlocker says why Close must not hand this node's home keys off now,
 // or "" (the core decides, from memberlist's view now).
 func (n *Node) handOffBlocker() string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.lockAll()
+	defer n.unlockAll()
 	if !n.usable() {
 		return "the node stopped"
 	}

@@ -138,33 +138,40 @@ func (n *Node) lock(ctx context.Context, key string, o lockOptions, try bool) (*
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("homelock: key %q: %w", key, err)
 	}
-	n.mu.Lock()
+	// The repeat path: a delegation held here, nobody admitted or queued.
+	// Only the key's shard is locked, and the clock is read under that
+	// lock: a reading taken before waiting for it could admit on a
+	// delegation that expired meanwhile.
+	s := n.shardOf(key)
+	s.mu.Lock()
 	if err := n.admissible(key); err != nil {
-		n.mu.Unlock()
+		s.mu.Unlock()
+		return nil, err
+	}
+	if ev, ok := n.core.TryAdmit(n.clock.Now(), key, s.lockerID(), o.lease); ok {
+		h := n.admitted(s, ev)
+		// Only the key's shard's wake-ups can have moved.
+		n.lowerArmed(n.core.Holder().NextDeadlineOf(key))
+		s.mu.Unlock()
+		return h, nil
+	}
+	s.mu.Unlock()
+
+	n.lockAll()
+	if err := n.admissible(key); err != nil {
+		n.unlockAll()
 		return nil, err
 	}
 	now := n.clock.Now()
-	n.locker++
-	locker := n.locker
-	// The fast path: a delegation held here, nobody admitted or queued.
-	if ev, ok := n.core.TryAdmit(now, key, locker, o.lease); ok {
-		h := n.admitted(ev)
-		// Only the holder's timers can have moved: a heap peek, not the
-		// whole NextDeadline.
-		if d := n.core.Holder().NextDeadline(); !d.IsZero() && d.Before(n.armed) {
-			n.rearm()
-		}
-		n.mu.Unlock()
-		return h, nil
-	}
+	locker := s.lockerID()
 	if !n.lockable {
 		_, why := n.core.Lockable(now)
-		n.mu.Unlock()
+		n.unlockAll()
 		return nil, fmt.Errorf("%w: key %q: %s", ErrLockUnavailable, key, why)
 	}
 	if try {
 		if _, _, active, held := n.core.Holder().Holding(key); held && active {
-			n.mu.Unlock()
+			n.unlockAll()
 			return nil, fmt.Errorf("%w: key %q: held by another critical section on this node", ErrTimeout, key)
 		}
 	}
@@ -177,17 +184,17 @@ func (n *Node) lock(ctx context.Context, key string, o lockOptions, try bool) (*
 	w := &waiter{key: key, done: make(chan struct{})}
 	n.waiters[locker] = w
 	n.apply(now, n.core.Lock(now, key, locker, deadline, o.lease))
-	n.mu.Unlock()
+	n.unlockAll()
 
 	select {
 	case <-w.done:
 		return w.h, w.err
 	case <-ctx.Done():
 	}
-	n.mu.Lock()
+	n.lockAll()
 	if _, waiting := n.waiters[locker]; !waiting {
 		// Answered meanwhile: the answer stands.
-		n.mu.Unlock()
+		n.unlockAll()
 		<-w.done
 		return w.h, w.err
 	}
@@ -196,7 +203,7 @@ func (n *Node) lock(ctx context.Context, key string, o lockOptions, try bool) (*
 		now := n.clock.Now()
 		n.apply(now, n.core.Cancel(now, key, locker))
 	}
-	n.mu.Unlock()
+	n.unlockAll()
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return nil, fmt.Errorf("%w: key %q: %w", ErrTimeout, key, ctx.Err())
 	}

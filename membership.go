@@ -128,9 +128,9 @@ func (n *Node) gossipJoin(addr string) {
 	go func() {
 		defer n.member.joins.Done()
 		_, err := n.ml.Join([]string{addr})
-		n.mu.Lock()
+		n.lockAll()
 		delete(n.member.gossiping, addr)
-		n.mu.Unlock()
+		n.unlockAll()
 		if err != nil {
 			n.log.Debug("gossip join failed", "addr", addr, "err", err)
 		}
@@ -145,26 +145,26 @@ func (n *Node) bootstrap(ctx context.Context) error {
 	for i, id := range n.cfg.InitialMembers {
 		ids[i] = msg.NodeID(id)
 	}
-	n.mu.Lock()
+	n.lockAll()
 	n.core.StartBootstrap(ids)
-	n.mu.Unlock()
+	n.unlockAll()
 	n.kickNow()
 	return n.waitMember(ctx, true, "bootstrap")
 }
 
 // joinAndWait asks to join and waits until an epoch with this node is learned.
 func (n *Node) joinAndWait(ctx context.Context) error {
-	n.mu.Lock()
+	n.lockAll()
 	n.core.WantJoin()
-	n.mu.Unlock()
+	n.unlockAll()
 	n.kickNow()
 	return n.waitMember(ctx, true, "join")
 }
 
 func (n *Node) kickNow() {
-	n.mu.Lock()
+	n.lockAll()
 	n.member.nextScan = time.Time{}
-	n.mu.Unlock()
+	n.unlockAll()
 	select {
 	case n.kick <- struct{}{}:
 	default:
@@ -175,31 +175,31 @@ func (n *Node) kickNow() {
 // contain this node.
 func (n *Node) waitMember(ctx context.Context, want bool, what string) error {
 	for {
-		n.mu.Lock()
+		n.lockAll()
 		if !n.usable() {
-			n.mu.Unlock()
+			n.unlockAll()
 			return fmt.Errorf("%w: %s", ErrClosed, what)
 		}
 		if dup := n.core.Duplicate(); dup != "" {
-			n.mu.Unlock()
+			n.unlockAll()
 			return fmt.Errorf("%w: %s: node %s: %s", ErrDuplicateNodeID, what, n.cfg.NodeID, dup)
 		}
 		l, ok := n.core.Current()
 		if ok && l.Epoch.Number >= 1 && l.Epoch.Has(n.self) == want {
-			n.mu.Unlock()
+			n.unlockAll()
 			return nil
 		}
 		ch := n.epochCh
-		n.mu.Unlock()
+		n.unlockAll()
 		select {
 		case <-ctx.Done():
 			num := uint64(0)
 			if ok {
 				num = l.Epoch.Number
 			}
-			n.mu.Lock()
+			n.lockAll()
 			phase := n.core.PhaseDetail(n.clock.Now())
-			n.mu.Unlock()
+			n.unlockAll()
 			return fmt.Errorf("homelock: %s: epoch %d learned so far (%s): %w", what, num, phase, ctx.Err())
 		case <-ch:
 		}
@@ -229,9 +229,9 @@ func (n *Node) Join(ctx context.Context, addrs ...string) error {
 // have passed anyway (Close alone does all of this, see Close). Join brings
 // the node back.
 func (n *Node) Leave(ctx context.Context) error {
-	n.mu.Lock()
+	n.lockAll()
 	err := n.admissible("")
-	n.mu.Unlock()
+	n.unlockAll()
 	if err != nil {
 		return err
 	}

@@ -36,8 +36,11 @@ type Node struct {
 	inc   uint64
 
 	// mu serialises every step of the core (the state machines are not safe
-	// for concurrent use) and the driver state below.
-	mu sync.Mutex
+	// for concurrent use) and the driver state below. A step holds it and
+	// every shard's lock (lockAll); the repeat lock and unlock hold only
+	// their key's shard's (shards.go).
+	mu     sync.Mutex
+	shards []lockShard
 	// batches, batch and batchTo are send's buffers (driver.go): the
 	// index of each peer's batch in a step, the batches, their peers.
 	batches map[msg.NodeID]int
@@ -47,16 +50,11 @@ type Node struct {
 	closing bool  // Close began: no new lockers
 	closed  bool  // no more steps
 	failed  error // the store failed: the node stopped stepping
-	locker  uint64
 	waiters map[uint64]*waiter
-	// active maps each admitted critical section's locker to its handle,
-	// for the holder's events (Extended, Revoked), which name the locker.
-	// Unlock deletes the entry; nothing scans the map (a periodic scan under
-	// mu stalled every lock once a node held a million idle delegations).
-	// Integer keys: the repeat lock inserts and deletes once each, and a
-	// string key's hashing was a tenth of its cost.
-	active map[uint64]*Handle
-	armed  time.Time
+	// armed is when the timer goroutine will tick next, as armedAt makes
+	// it (0: not known): the repeat path lowers it with only its shard's
+	// lock held, so it is atomic.
+	armed atomic.Int64
 	// epochCh is closed and replaced whenever an epoch is learned.
 	epochCh chan struct{}
 	// stepCh, once a waiter made it (nextStep), is closed after the next
@@ -108,7 +106,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		clock:   cfg.Clock,
 		ring:    cfg.KeyRing,
 		waiters: make(map[uint64]*waiter),
-		active:  make(map[uint64]*Handle),
+		shards:  newLockShards(core.HolderShards),
 		epochCh: make(chan struct{}),
 		kick:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
@@ -185,7 +183,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		n.log.Warn("cannot read the members' gossip addresses; rejoining gossip needs seeds", "err", err)
 	}
 	now := n.clock.Now()
-	n.mu.Lock()
+	n.lockAll()
 	cc := n.coreConfig()
 	cc.Members.Known = known
 	if n.inc > 1 {
@@ -196,7 +194,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	n.lastBoot, n.lastWall = now, n.clock.Wall()
 	n.noteEpoch()
 	n.apply(now, n.core.Tick(now))
-	n.mu.Unlock()
+	n.unlockAll()
 	n.log.Info("homelock node started", "store", msg.FormatStore(n.self.Store), "incarnation", n.inc,
 		"grpc", n.self.Addr, "gossip", n.ml.Addr(), "epoch", learnedNumber(es.Learned))
 
@@ -258,6 +256,8 @@ func (n *Node) coreConfig() core.Config {
 			MinUseful:     c.MinUseful,
 			RetryInterval: c.RetryInterval,
 			Lease:         c.MaxLease,
+			// The driver's shard locks are the machine's shards.
+			Shards: len(n.shards),
 		},
 	}
 	cc.Members = core.MembersPacing(c.RetryInterval, c.DownAfter)
@@ -388,7 +388,7 @@ func (n *Node) close(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return n.shutdown() // a kill
 	}
-	n.mu.Lock()
+	n.lockAll()
 	n.closing = true
 	now := n.clock.Now()
 	for id, w := range n.waiters {
@@ -404,7 +404,7 @@ func (n *Node) close(ctx context.Context) error {
 			n.apply(now, n.core.Relinquish(now, key))
 		}
 	}
-	n.mu.Unlock()
+	n.unlockAll()
 
 	var errs []error
 	if err := n.waitDrained(ctx); err != nil {
@@ -428,18 +428,18 @@ func (n *Node) close(ctx context.Context) error {
 // sent) or ctx ends.
 func (n *Node) waitDrained(ctx context.Context) error {
 	for {
-		n.mu.Lock()
+		n.lockAll()
 		held := 0
 		if n.usable() {
 			_, ds := n.core.Stats()
 			held = ds.Held
 		}
 		if held == 0 {
-			n.mu.Unlock()
+			n.unlockAll()
 			return nil
 		}
 		step := n.nextStep()
-		n.mu.Unlock()
+		n.unlockAll()
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%d still held: %w", held, ctx.Err())
@@ -451,7 +451,7 @@ func (n *Node) waitDrained(ctx context.Context) error {
 // shutdown stops everything that was started, in the reverse order, and
 // revokes what is left. It is safe on a partly opened node.
 func (n *Node) shutdown() error {
-	n.mu.Lock()
+	n.lockAll()
 	n.closing, n.closed = true, true
 	n.stepped()
 	for id, w := range n.waiters {
@@ -459,13 +459,8 @@ func (n *Node) shutdown() error {
 		w.err = fmt.Errorf("%w: key %q", ErrClosed, w.key)
 		close(w.done)
 	}
-	for locker, h := range n.active {
-		delete(n.active, locker)
-		if h != nil {
-			h.end(stateLost)
-		}
-	}
-	n.mu.Unlock()
+	n.revokeAll()
+	n.unlockAll()
 
 	close(n.stop)
 	n.wg.Wait()
@@ -490,7 +485,8 @@ func (n *Node) shutdown() error {
 // usable reports whether the core may be stepped (mu held).
 func (n *Node) usable() bool { return n.core != nil && !n.closed && n.failed == nil }
 
-// admissible is the error for a new locker, or nil (mu held).
+// admissible is the error for a new locker, or nil (mu or a shard lock held:
+// what it reads is written under lockAll).
 func (n *Node) admissible(key string) error {
 	switch {
 	case n.failed != nil:

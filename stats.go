@@ -47,7 +47,7 @@ type Stats struct {
 // Stats returns the node's counters; it is cheap enough to scrape often.
 func (n *Node) Stats() Stats {
 	var s Stats
-	n.mu.Lock()
+	n.lockAll()
 	if n.core != nil {
 		hs, ds := n.core.Stats()
 		s.Held, s.Pending, s.Deferred = ds.Held, ds.Pending, ds.Deferred
@@ -55,7 +55,7 @@ func (n *Node) Stats() Stats {
 		s.Live, s.Waiting = hs.Live, hs.Waiting
 		s.Grants, s.Recalls, s.ExpiredHolds, s.Handoffs, s.Refused = hs.Grants, hs.Recalls, hs.ExpiredHolds, hs.Handoffs, hs.Refused
 	}
-	n.mu.Unlock()
+	n.unlockAll()
 	s.FencedWrites = n.fencedWrites.Load()
 	s.ClockJumps = n.clockJumps.Load()
 	if n.tr != nil {
@@ -113,8 +113,8 @@ func (n *Node) Status() Status {
 			live[msg.Member{ID: p.Meta.NodeID, Store: p.Meta.StoreID}] = p.State.String()
 		}
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.lockAll()
+	defer n.unlockAll()
 	if n.core == nil {
 		st.Reason = "not started"
 		return st

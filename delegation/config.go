@@ -21,6 +21,14 @@ type Config struct {
 	RetryInterval time.Duration
 	// Lease is the delegation lease to ask for.
 	Lease time.Duration
+	// Shards splits the keys into this many groups (1 when 0 or less) by
+	// ShardOf. TryAdmit and TryUnlock read and write only their key's
+	// group, so a driver may run them for keys of different groups at once,
+	// each under that group's lock, as long as every other call holds all
+	// the groups' locks. The machine's decisions do not depend on the
+	// count: only the order in which one Tick serves keys due at the very
+	// same instant in different groups does.
+	Shards int
 	// Mutations switch safety rules off in tests built with the
 	// homelock_mutations tag; in any other build it is empty.
 	Mutations Mutations

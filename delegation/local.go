@@ -10,13 +10,18 @@ import (
 // TryAdmit is the fast path: if this node holds key's delegation, nobody is
 // admitted or queued, and the lease has room, it admits locker at once with
 // zero messages and no allocation.
+//
+// It reads and writes nothing outside key's shard but the machine's
+// configuration and the origins of held delegations, which only other calls
+// change (Config.Shards).
 func (m *Machine) TryAdmit(now time.Time, key string, locker uint64, lease time.Duration) (Event, bool) {
-	ks := m.keys.Get(key)
+	s := m.shardOf(key)
+	ks := s.keys.Get(key)
 	if ks == nil || ks.active != 0 || len(ks.queue()) > 0 || !m.canAdmit(now, ks) {
 		return Event{}, false
 	}
-	m.stats.LocalFast++
-	return m.admit(now, key, ks, locker, lease), true
+	s.localFast++
+	return m.admit(now, key, s, ks, locker, lease), true
 }
 
 // Lock queues locker for key until deadline; an Admitted or Failed event
@@ -30,10 +35,11 @@ func (m *Machine) Lock(now time.Time, key string, locker uint64, deadline time.T
 		m.event(ev)
 		return
 	}
-	ks := m.keys.Get(key)
+	s := m.shardOf(key)
+	ks := s.keys.Get(key)
 	if ks == nil {
 		ks = &keyState{key: key, left: -1}
-		m.keys.Put(ks)
+		s.keys.Put(ks)
 	}
 	x := ks.edit()
 	x.queue = append(x.queue, localWaiter{locker: locker, deadline: deadline, lease: lease})
@@ -44,11 +50,12 @@ func (m *Machine) Lock(now time.Time, key string, locker uint64, deadline time.T
 // Unlock ends locker's critical section (a no-op if it is not admitted). It
 // reports whether the fast path sufficed (nothing else to do).
 func (m *Machine) Unlock(now time.Time, key string, locker uint64) bool {
-	ks := m.keys.Get(key)
-	if ks == nil || ks.active == 0 || m.handle(ks).locker != locker {
+	s := m.shardOf(key)
+	ks := s.keys.Get(key)
+	if ks == nil || ks.active == 0 || s.handle(ks).locker != locker {
 		return true
 	}
-	m.endActive(ks)
+	s.endActive(ks)
 	if len(ks.queue()) == 0 && ks.left != 0 {
 		return true
 	}
@@ -60,21 +67,23 @@ func (m *Machine) Unlock(now time.Time, key string, locker uint64) bool {
 // critical section and reports true when nothing else is left to do (no
 // local locker waits and the delegation is not draining). Otherwise it
 // changes nothing and the caller uses Unlock with the current time.
+// Like TryAdmit, it touches only key's shard.
 func (m *Machine) TryUnlock(key string, locker uint64) bool {
-	ks := m.keys.Get(key)
-	if ks == nil || ks.active == 0 || m.handle(ks).locker != locker {
+	s := m.shardOf(key)
+	ks := s.keys.Get(key)
+	if ks == nil || ks.active == 0 || s.handle(ks).locker != locker {
 		return true
 	}
 	if len(ks.queue()) > 0 || ks.left == 0 {
 		return false
 	}
-	m.endActive(ks)
+	s.endActive(ks)
 	return true
 }
 
 // Cancel withdraws a queued locker (its context ended); no event follows.
 func (m *Machine) Cancel(now time.Time, key string, locker uint64) {
-	ks := m.keys.Get(key)
+	ks := m.get(key)
 	if ks == nil {
 		return
 	}
@@ -86,7 +95,7 @@ func (m *Machine) Cancel(now time.Time, key string, locker uint64) {
 			return
 		}
 	}
-	if ks.active != 0 && m.handle(ks).locker == locker {
+	if ks.active != 0 && m.handleOf(ks).locker == locker {
 		m.Unlock(now, key, locker)
 	}
 }
@@ -100,7 +109,7 @@ func (m *Machine) canAdmit(now time.Time, ks *keyState) bool {
 }
 
 // admit is on the fast path: its arithmetic is on Instants, converted once.
-func (m *Machine) admit(now time.Time, key string, ks *keyState, locker uint64, lease time.Duration) Event {
+func (m *Machine) admit(now time.Time, key string, s *shard, ks *keyState, locker uint64, lease time.Duration) Event {
 	at := deadline.At(now)
 	end := ks.expires
 	// Without its own lease a critical section follows the delegation, so a
@@ -111,7 +120,7 @@ func (m *Machine) admit(now time.Time, key string, ks *keyState, locker uint64, 
 		h.leaseEnd = at.Add(lease)
 		end = min(end, h.leaseEnd)
 	}
-	m.setActive(ks, h)
+	s.setActive(ks, h)
 	ks.set(admitted, true)
 	if ks.left > 0 {
 		ks.left--
@@ -121,7 +130,7 @@ func (m *Machine) admit(now time.Time, key string, ks *keyState, locker uint64, 
 	if ks.sections++; ks.sections == math.MaxUint32 {
 		ks.left = 0
 	}
-	m.stats.Admissions++
+	s.admissions++
 	// The section is served at its end or at half the delegation's lease,
 	// whichever comes first: it renews from then on. An idle delegation's
 	// wake-up is its lapse release, too late to renew in time (L7).
@@ -129,13 +138,13 @@ func (m *Machine) admit(now time.Time, key string, ks *keyState, locker uint64, 
 	if end.Before(wake) || (m.cfg.Mutations.renewAtLapse() && !m.needsRenew(now, ks)) {
 		wake = end
 	}
-	m.timers.Add(ks, wake)
+	s.timers.Add(ks, wake)
 	return Event{Kind: Admitted, Key: key, Locker: locker, Token: m.dtok(ks).Section(uint64(ks.sections)), Expires: end.Time(), Signed: ks.signed()}
 }
 
 // handleEnd is when the admitted critical section must stop.
 func (m *Machine) handleEnd(ks *keyState) time.Time {
-	if h := m.handle(ks); !h.leaseEnd.IsZero() && h.leaseEnd.Before(ks.expires) {
+	if h := m.handleOf(ks); !h.leaseEnd.IsZero() && h.leaseEnd.Before(ks.expires) {
 		return h.leaseEnd.Time()
 	}
 	return ks.expires.Time()

@@ -9,7 +9,6 @@ import (
 	"github.com/homelock/homelock/fence"
 	"github.com/homelock/homelock/internal/deadline"
 	"github.com/homelock/homelock/internal/intern"
-	"github.com/homelock/homelock/internal/keytab"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -20,17 +19,14 @@ type Machine struct {
 	// mixed is non-empty while the epoch's members do not all run this
 	// node's protocol version: cluster locks fail closed, and it says who
 	// runs what.
-	mixed  string
-	keys   keytab.Table[keyState]
-	seq    uint64
-	timers deadline.Heap[keyState]
-	// handles are the admitted critical sections (keyState.active), with
-	// the free slots to reuse.
-	handles     []handle
-	freeHandles []uint32
-	origins     intern.Table[origin]
-	stats       Stats
-	out         Output
+	mixed string
+	// shards hold the keys (Config.Shards): a key's state, wake-up and
+	// critical section are in the shard ShardOf names.
+	shards  []shard
+	seq     uint64
+	origins intern.Table[origin]
+	stats   Stats
+	out     Output
 
 	// gauges are kept as keys change (setPhase, setQueue): Stats reads them
 	// instead of scanning every key.
@@ -42,8 +38,11 @@ type Machine struct {
 
 // New returns a holder for incarnation cfg.Inc.
 func New(cfg Config) *Machine {
-	return &Machine{cfg: cfg, keys: keytab.New(func(ks *keyState) string { return ks.key }),
-		timers: deadline.NewHeap(func(ks *keyState) *uint32 { return &ks.pos })}
+	m := &Machine{cfg: cfg, shards: make([]shard, max(cfg.Shards, 1))}
+	for i := range m.shards {
+		m.shards[i] = newShard()
+	}
+	return m
 }
 
 // Ready returns what the inputs since the last call asked for and resets it.
@@ -78,8 +77,8 @@ func (m *Machine) OnEpoch(now time.Time, e msg.Epoch) {
 		m.mixed = ""
 	}
 	if m.mixed != "" {
-		for _, key := range m.keys.Keys() {
-			ks := m.keys.Get(key)
+		for _, key := range m.sortedKeys() {
+			ks := m.get(key)
 			for _, w := range ks.queue() {
 				m.event(Event{Kind: Failed, Key: key, Locker: w.locker, Reason: ReasonUnavailable, Detail: m.mixed})
 			}
@@ -88,8 +87,8 @@ func (m *Machine) OnEpoch(now time.Time, e msg.Epoch) {
 		}
 		return
 	}
-	for _, key := range m.keys.Keys() {
-		ks := m.keys.Get(key)
+	for _, key := range m.sortedKeys() {
+		ks := m.get(key)
 		if ks == nil || ks.phase != requested {
 			continue
 		}
@@ -122,25 +121,39 @@ func (m *Machine) Mixed() string { return m.mixed }
 
 // Tick runs what is due at now.
 func (m *Machine) Tick(now time.Time) {
+	at := deadline.At(now)
 	for {
-		ks, ok := m.timers.PopDue(deadline.At(now))
-		if !ok {
+		s := m.nextDue(at)
+		if s == nil {
 			return
 		}
+		ks, _ := s.timers.PopDue(at)
 		// A forgotten state leaves the heap; should one ever be scheduled
 		// after that, it must not be served in place of the key's live one.
-		if m.keys.Get(ks.key) == ks {
+		if s.keys.Get(ks.key) == ks {
 			m.service(now, ks.key, ks)
 		}
 	}
 }
 
 // NextDeadline is when Tick next has work; zero when none.
-func (m *Machine) NextDeadline() time.Time { return m.timers.Next().Time() }
+func (m *Machine) NextDeadline() time.Time {
+	var next deadline.Instant
+	for i := range m.shards {
+		if at := m.shards[i].timers.Next(); !at.IsZero() && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
+	}
+	return next.Time()
+}
 
 // Stats returns the holder's counters.
 func (m *Machine) Stats() Stats {
 	s := m.stats
+	for i := range m.shards {
+		s.Admissions += m.shards[i].admissions
+		s.LocalFast += m.shards[i].localFast
+	}
 	s.Held, s.Pending, s.Deferred = m.gauges.phases[held], m.gauges.phases[requested], m.gauges.deferred
 	return s
 }
@@ -149,14 +162,16 @@ func (m *Machine) Stats() Stats {
 // disagreement, for checkers (a scan: not for production paths).
 func (m *Machine) CheckGauges() error {
 	var s Stats
-	for ks := range m.keys.All() {
-		switch ks.phase {
-		case held:
-			s.Held++
-		case requested:
-			s.Pending++
+	for i := range m.shards {
+		for ks := range m.shards[i].keys.All() {
+			switch ks.phase {
+			case held:
+				s.Held++
+			case requested:
+				s.Pending++
+			}
+			s.Deferred += len(ks.queue())
 		}
-		s.Deferred += len(ks.queue())
 	}
 	if g := m.Stats(); g.Held != s.Held || g.Pending != s.Pending || g.Deferred != s.Deferred {
 		return fmt.Errorf("delegation gauges held=%d pending=%d deferred=%d, keys say %d, %d, %d",
@@ -169,7 +184,7 @@ func (m *Machine) CheckGauges() error {
 // its token, its expiry on this node's clock, and whether a critical section
 // is admitted.
 func (m *Machine) Holding(key string) (tok fence.Token, expires time.Time, active bool, ok bool) {
-	ks := m.keys.Get(key)
+	ks := m.get(key)
 	if ks == nil || ks.phase != held {
 		return fence.Token{}, time.Time{}, false, false
 	}
@@ -179,7 +194,7 @@ func (m *Machine) Holding(key string) (tok fence.Token, expires time.Time, activ
 // Lease is the lease of the delegation held for key as last granted or
 // renewed (zero when none is held), for checkers.
 func (m *Machine) Lease(key string) time.Duration {
-	if ks := m.keys.Get(key); ks != nil && ks.phase == held {
+	if ks := m.get(key); ks != nil && ks.phase == held {
 		return ks.lease
 	}
 	return 0
@@ -188,8 +203,8 @@ func (m *Machine) Lease(key string) time.Duration {
 // HeldKeys lists, in order, the keys whose delegation this node holds.
 func (m *Machine) HeldKeys() []string {
 	var keys []string
-	for _, key := range m.keys.Keys() {
-		if m.keys.Get(key).phase == held {
+	for _, key := range m.sortedKeys() {
+		if m.get(key).phase == held {
 			keys = append(keys, key)
 		}
 	}
@@ -203,8 +218,8 @@ func (m *Machine) HeldKeys() []string {
 // before the jump, so it is used as unanchored (given back) and the request
 // asks again.
 func (m *Machine) ClockJump(now time.Time) {
-	for _, key := range m.keys.Keys() {
-		ks := m.keys.Get(key)
+	for _, key := range m.sortedKeys() {
+		ks := m.get(key)
 		switch {
 		case ks == nil:
 		case ks.phase == held:

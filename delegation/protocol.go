@@ -13,7 +13,7 @@ import (
 // any other Grant is answered with a Release of its token, so a lost or late
 // reply never leaves a second holder (H6).
 func (m *Machine) Grant(now time.Time, env msg.Envelope, g msg.Grant) {
-	ks := m.keys.Get(g.Key)
+	ks := m.get(g.Key)
 	if ks != nil && ks.phase == held && m.dtok(ks).Is(g.Token) {
 		return // a duplicate of what we hold
 	}
@@ -82,7 +82,7 @@ func (m *Machine) Grant(now time.Time, env msg.Envelope, g msg.Grant) {
 
 // Wait records why the outstanding request is queued.
 func (m *Machine) Wait(now time.Time, w msg.Wait) {
-	if ks := m.keys.Get(w.Key); ks != nil && ks.phase == requested && ks.more().req == w.Req {
+	if ks := m.get(w.Key); ks != nil && ks.phase == requested && ks.more().req == w.Req {
 		ks.waitReason, ks.edit().detail = w.Reason, ""
 	}
 }
@@ -90,7 +90,7 @@ func (m *Machine) Wait(now time.Time, w msg.Wait) {
 // NotHome: the receiver is not the key's home in its epoch. The driver brings
 // the epochs in line; the request is retargeted and resent at its next retry.
 func (m *Machine) NotHome(now time.Time, env msg.Envelope, n msg.NotHome) {
-	ks := m.keys.Get(n.Key)
+	ks := m.get(n.Key)
 	if ks == nil || ks.phase != requested || ks.more().req != n.Req {
 		return
 	}
@@ -107,7 +107,7 @@ func (m *Machine) NotHome(now time.Time, env msg.Envelope, n msg.NotHome) {
 
 // Refused fails every local locker waiting on the request.
 func (m *Machine) Refused(now time.Time, env msg.Envelope, r msg.Refused) {
-	ks := m.keys.Get(r.Key)
+	ks := m.get(r.Key)
 	if ks == nil || ks.phase != requested || ks.more().req != r.Req {
 		return
 	}
@@ -129,7 +129,7 @@ func (m *Machine) Refused(now time.Time, env msg.Envelope, r msg.Refused) {
 // Recall that overtakes its Grant marks the request; a Recall for a token no
 // longer held is answered with that token's Release again.
 func (m *Machine) Recall(now time.Time, env msg.Envelope, r msg.Recall) {
-	ks := m.keys.Get(r.Key)
+	ks := m.get(r.Key)
 	switch {
 	case ks != nil && ks.phase == held && m.dtok(ks).Is(r.Token):
 		if m.cfg.Mutations.ignoreRecall() && ks.active != 0 {
@@ -165,7 +165,7 @@ func (m *Machine) Recall(now time.Time, env msg.Envelope, r msg.Recall) {
 // RenewReply extends the delegation from the send of the attempt it echoes;
 // a refusal counts as a Recall.
 func (m *Machine) RenewReply(now time.Time, r msg.RenewReply) {
-	ks := m.keys.Get(r.Key)
+	ks := m.get(r.Key)
 	if ks == nil || ks.phase != held || !m.dtok(ks).Is(r.Token) {
 		return
 	}
@@ -191,7 +191,7 @@ func (m *Machine) RenewReply(now time.Time, r msg.RenewReply) {
 		x := ks.edit()
 		x.renewAt = time.Time{}
 		x.renewals = attemptLog{}
-		if h := m.handle(ks); h != nil {
+		if h := m.handleOf(ks); h != nil {
 			m.event(Event{Kind: Extended, Key: r.Key, Locker: h.locker, Token: m.dtok(ks).Section(uint64(ks.sections)), Expires: m.handleEnd(ks)})
 		}
 	}
@@ -201,7 +201,7 @@ func (m *Machine) RenewReply(now time.Time, r msg.RenewReply) {
 // Settled reports the store's barrier hook for (key, token). A completion for
 // any other token is dropped (H20); a failed hook sends no Release.
 func (m *Machine) Settled(now time.Time, key string, tok fence.Token, barrier []byte, err error) {
-	ks := m.keys.Get(key)
+	ks := m.get(key)
 	if ks == nil || ks.phase != held || !ks.is(settling) || (!m.dtok(ks).Is(tok) && !m.cfg.Mutations.untaggedHooks()) {
 		return
 	}
@@ -217,7 +217,7 @@ func (m *Machine) Settled(now time.Time, key string, tok fence.Token, barrier []
 // Fresh reports the store's wait hook for (key, token): the successor may
 // admit once the store caught up with the inherited barrier.
 func (m *Machine) Fresh(now time.Time, key string, tok fence.Token, err error) {
-	ks := m.keys.Get(key)
+	ks := m.get(key)
 	if ks == nil || ks.phase != held || !m.dtok(ks).Is(tok) || !ks.is(freshAsk) {
 		return
 	}
@@ -241,8 +241,8 @@ func (m *Machine) Fresh(now time.Time, key string, tok fence.Token, err error) {
 // from its older incarnations from now on (H1, H11).
 func (m *Machine) Reclaim(now time.Time, env msg.Envelope) {
 	var kept []msg.HeldDelegation
-	for _, key := range m.keys.Keys() {
-		ks := m.keys.Get(key)
+	for _, key := range m.sortedKeys() {
+		ks := m.get(key)
 		if ks == nil {
 			continue
 		}

@@ -17,8 +17,9 @@ func (m *Machine) service(now time.Time, key string, ks *keyState) {
 		m.lose(now, ks, key, "delegation lease expired")
 	}
 	if ks.active != 0 && !now.Before(m.handleEnd(ks)) {
-		m.event(Event{Kind: Revoked, Key: key, Locker: m.handle(ks).locker, Token: m.tok(ks), Reason: ReasonLeaseExpired})
-		m.endActive(ks)
+		s := m.shardOf(key)
+		m.event(Event{Kind: Revoked, Key: key, Locker: s.handle(ks).locker, Token: m.tok(ks), Reason: ReasonLeaseExpired})
+		s.endActive(ks)
 	}
 	m.failOverdue(now, key, ks)
 
@@ -31,7 +32,7 @@ func (m *Machine) service(now time.Time, key string, ks *keyState) {
 		if q := ks.queue(); ks.active == 0 && len(q) > 0 && m.canAdmit(now, ks) {
 			w := q[0]
 			m.setQueue(ks, q[1:])
-			m.event(m.admit(now, key, ks, w.locker, w.lease))
+			m.event(m.admit(now, key, m.shardOf(key), ks, w.locker, w.lease))
 		}
 		if m.needsRenew(now, ks) && !now.Before(ks.more().renewAt) {
 			m.sendRenew(now, key, ks)
@@ -136,11 +137,12 @@ func (m *Machine) maybeForget(now time.Time, key string, ks *keyState) {
 	keep := 2 * m.cfg.Lease
 	releasedAt := ks.last().at
 	if releasedAt.IsZero() || deadline.At(now).Sub(releasedAt) >= keep {
-		m.keys.Delete(key)
-		m.timers.Remove(ks)
+		s := m.shardOf(key)
+		s.keys.Delete(key)
+		s.timers.Remove(ks)
 		return
 	}
-	m.timers.Add(ks, releasedAt.Add(keep))
+	m.shardOf(key).timers.Add(ks, releasedAt.Add(keep))
 }
 
 func later(a, b time.Time) time.Time {
@@ -286,9 +288,9 @@ func (m *Machine) release(now time.Time, key string, ks *keyState, barrier []byt
 // lose drops the delegation without a Release (expired, clock jump, hook
 // failure): the home waits it out.
 func (m *Machine) lose(now time.Time, ks *keyState, key string, why string) {
-	if h := m.handle(ks); h != nil {
+	if h := m.handleOf(ks); h != nil {
 		m.event(Event{Kind: Revoked, Key: key, Locker: h.locker, Token: m.tok(ks), Reason: ReasonLeaseExpired, Detail: why})
-		m.endActive(ks)
+		m.shardOf(key).endActive(ks)
 	}
 	m.clearDelegation(ks, nil, false, now)
 }
@@ -316,4 +318,6 @@ func (m *Machine) clearDelegation(ks *keyState, barrier []byte, sent bool, now t
 }
 
 // schedule makes sure ks is served at or before at.
-func (m *Machine) schedule(ks *keyState, at time.Time) { m.timers.Add(ks, deadline.At(at)) }
+func (m *Machine) schedule(ks *keyState, at time.Time) {
+	m.shardOf(ks.key).timers.Add(ks, deadline.At(at))
+}

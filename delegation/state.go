@@ -274,7 +274,7 @@ func (m *Machine) targetID(ks *keyState) msg.NodeID {
 	return ks.more().target.ID
 }
 
-// handle is an admitted critical section. Handles live in Machine.handles,
+// handle is an admitted critical section. Handles live in shard.handles,
 // not in the key state: at most a few keys have one at a time, while every
 // held key would pay for the room.
 type handle struct {
@@ -290,36 +290,44 @@ type localWaiter struct {
 	lease    time.Duration
 }
 
-// handle returns ks's admitted critical section, nil if none. The pointer
-// is good until the next admission on any key.
-func (m *Machine) handle(ks *keyState) *handle {
+// handle returns ks's admitted critical section, nil if none; ks is in s.
+// The pointer is good until the next admission on any key of s.
+func (s *shard) handle(ks *keyState) *handle {
 	if ks.active == 0 {
 		return nil
 	}
-	return &m.handles[ks.active-1]
+	return &s.handles[ks.active-1]
 }
 
-// setActive admits h on ks.
-func (m *Machine) setActive(ks *keyState, h handle) {
+// handleOf is handle for a key state whose shard the caller has not at hand.
+func (m *Machine) handleOf(ks *keyState) *handle {
 	if ks.active == 0 {
-		if n := len(m.freeHandles); n > 0 {
-			ks.active = m.freeHandles[n-1]
-			m.freeHandles = m.freeHandles[:n-1]
+		return nil
+	}
+	return m.shardOf(ks.key).handle(ks)
+}
+
+// setActive admits h on ks, which is in s.
+func (s *shard) setActive(ks *keyState, h handle) {
+	if ks.active == 0 {
+		if n := len(s.freeHandles); n > 0 {
+			ks.active = s.freeHandles[n-1]
+			s.freeHandles = s.freeHandles[:n-1]
 		} else {
-			m.handles = append(m.handles, handle{})
-			ks.active = uint32(len(m.handles))
+			s.handles = append(s.handles, handle{})
+			ks.active = uint32(len(s.handles))
 		}
 	}
-	m.handles[ks.active-1] = h
+	s.handles[ks.active-1] = h
 }
 
-// endActive ends ks's admitted critical section, if any.
-func (m *Machine) endActive(ks *keyState) {
+// endActive ends ks's admitted critical section, if any; ks is in s.
+func (s *shard) endActive(ks *keyState) {
 	if ks.active == 0 {
 		return
 	}
-	m.handles[ks.active-1] = handle{}
-	m.freeHandles = append(m.freeHandles, ks.active)
+	s.handles[ks.active-1] = handle{}
+	s.freeHandles = append(s.freeHandles, ks.active)
 	ks.active = 0
 }
 

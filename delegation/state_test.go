@@ -46,7 +46,7 @@ func TestExtraEmpty(t *testing.T) {
 // release (to answer a repeated Recall), not the request that got it.
 func TestIdleKeepsLittle(t *testing.T) {
 	m, now := heldMachine(t, "k")
-	ks := m.keys.Get("k")
+	ks := m.get("k")
 	if ks.x != nil || ks.active != 0 {
 		t.Fatalf("an idle first delegation keeps extra state %+v (active %d)", ks.x, ks.active)
 	}

@@ -26,6 +26,13 @@ type Config struct {
 	Observe func(env msg.Envelope, sent bool)
 }
 
+// HolderShards is how many shards the holder machine splits its keys into
+// unless Config.Holder.Shards says otherwise: the driver runs the repeat
+// lock of keys in different shards on different cores (delegation.Config.
+// Shards). Sixteen keeps a step that holds every shard's lock cheap while
+// two cores rarely meet on one shard.
+const HolderShards = 16
+
 // Outgoing is one message to send, with its resolved destination.
 type Outgoing struct {
 	To  msg.Member
@@ -93,6 +100,9 @@ type Node struct {
 func New(cfg Config, now time.Time, st epoch.State, marker bool) *Node {
 	cfg.Epoch.Self, cfg.Home.Self, cfg.Holder.Self = cfg.Self, cfg.Self, cfg.Self
 	cfg.Home.Inc, cfg.Holder.Inc = cfg.Inc, cfg.Inc
+	if cfg.Holder.Shards == 0 {
+		cfg.Holder.Shards = HolderShards
+	}
 	n := &Node{
 		cfg:    cfg,
 		ep:     epoch.New(cfg.Epoch, st),

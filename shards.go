@@ -1,0 +1,111 @@
+package homelock
+
+import (
+	"sync"
+	"time"
+
+	"github.com/homelock/homelock/delegation"
+)
+
+// lockShard is one of the holder's shards (delegation.Config.Shards) as the
+// driver sees it: the lock that the repeat path of the shard's keys holds,
+// and what that path writes besides the machine.
+//
+// The repeat lock and unlock hold only their key's shard lock, so locks on
+// keys of different shards run on different cores. Every other step of the
+// core holds Node.mu and every shard's lock (lockAll): the machine's fast
+// path touches nothing outside its key's shard that such a step does not
+// hold, and whatever a fast path reads from the driver (closing, failed,
+// the core itself) is only written under lockAll.
+type lockShard struct {
+	mu    sync.Mutex
+	index uint64
+	// lockers counts the lockers of this shard's keys; a locker's ID is
+	// the count and the shard's index (lockerID).
+	lockers uint64
+	// active maps each admitted critical section's locker to its handle,
+	// for the holder's events (Extended, Revoked), which name the locker.
+	// Unlock deletes the entry; nothing scans the map (a periodic scan
+	// stalled every lock once a node held a million idle delegations).
+	// Integer keys: the repeat lock inserts and deletes once each, and a
+	// string key's hashing was a tenth of its cost.
+	active map[uint64]*Handle
+	// A cache line of its own: shards sit side by side and are written
+	// from different cores.
+	_ [64]byte
+}
+
+// shardBits is how many low bits of a locker ID name its shard.
+const shardBits = 8
+
+func newLockShards(n int) []lockShard {
+	if n > 1<<shardBits {
+		panic("homelock: more holder shards than locker IDs can name")
+	}
+	s := make([]lockShard, n)
+	for i := range s {
+		s[i].index = uint64(i)
+		s[i].active = make(map[uint64]*Handle)
+	}
+	return s
+}
+
+// shardOf is key's shard, as the holder machine splits keys.
+func (n *Node) shardOf(key string) *lockShard {
+	return &n.shards[delegation.ShardOf(key, len(n.shards))]
+}
+
+// lockerID returns a new locker ID for a key of s, unique in this node
+// (s's lock held).
+func (s *lockShard) lockerID() uint64 {
+	s.lockers++
+	return s.lockers<<shardBits | s.index
+}
+
+// lockAll takes Node.mu and every shard's lock, in one order: what a step
+// of the core needs.
+func (n *Node) lockAll() {
+	n.mu.Lock()
+	for i := range n.shards {
+		n.shards[i].mu.Lock()
+	}
+}
+
+func (n *Node) unlockAll() {
+	for i := range n.shards {
+		n.shards[i].mu.Unlock()
+	}
+	n.mu.Unlock()
+}
+
+// lowerArmed makes the timer goroutine wake by d if it sleeps towards a
+// later tick, from the repeat path (only its shard's lock held): the armed
+// time is lowered atomically, and the goroutine kicked only by the caller
+// that lowered it.
+func (n *Node) lowerArmed(d time.Time) {
+	if d.IsZero() {
+		return
+	}
+	at := armedAt(d)
+	for {
+		cur := n.armed.Load()
+		if cur != 0 && at >= cur {
+			return
+		}
+		if n.armed.CompareAndSwap(cur, at) {
+			n.kickTimer()
+			return
+		}
+	}
+}
+
+func (n *Node) kickTimer() {
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+// armedAt is t in Node.armed's form: nanoseconds since bootEpoch, never
+// 0, which stands for no tick armed.
+func armedAt(t time.Time) int64 { return max(int64(t.Sub(bootEpoch)), 1) }

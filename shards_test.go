@@ -1,0 +1,106 @@
+package homelock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/homelock/homelock/delegation"
+	"github.com/homelock/homelock/fence"
+)
+
+// TestRepeatPathAcrossShards runs the repeat path of keys in different
+// shards on several goroutines of one node at once, while the other nodes
+// contend for the same keys (recalls, drains, slow unlocks and handoffs
+// under way beside the fast path), and checks on every critical section
+// that no other is running on its key anywhere and that its token is above
+// every earlier one's. CI runs it again under the race detector, which
+// checks that the fast path touches nothing that a step writes under the
+// other locks.
+func TestRepeatPathAcrossShards(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	c.waitAvailable()
+	n := c.nodes[0]
+
+	// Eight keys in eight different shards.
+	var keys []string
+	seen := map[int]bool{}
+	for i := 0; len(keys) < 8; i++ {
+		k := fmt.Sprintf("shard-key-%d", i)
+		if s := delegation.ShardOf(k, len(n.shards)); !seen[s] {
+			seen[s] = true
+			keys = append(keys, k)
+		}
+	}
+	type section struct {
+		mu   sync.Mutex // held only to read and write last
+		in   atomic.Int32
+		last fence.Token
+	}
+	sections := make(map[string]*section, len(keys))
+	for _, k := range keys {
+		sections[k] = &section{}
+	}
+	var violations atomic.Int32
+	run := func(node *Node, key string) error {
+		h, err := node.Lock(context.Background(), key, WithWait(10*time.Second))
+		if err != nil {
+			return err
+		}
+		s := sections[key]
+		if s.in.Add(1) != 1 {
+			violations.Add(1)
+			t.Errorf("%s: two critical sections at once (token %s)", key, h.Token())
+		}
+		s.mu.Lock()
+		if !s.last.Less(h.Token()) {
+			violations.Add(1)
+			t.Errorf("%s: token %s not above the last one %s", key, h.Token(), s.last)
+		}
+		s.last = h.Token()
+		s.mu.Unlock()
+		s.in.Add(-1)
+		return h.Unlock()
+	}
+
+	before := n.Stats()
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, k := range keys {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				if err := run(n, k); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	// The other nodes take each key now and then, so its delegation moves
+	// while node 0's goroutines lock it.
+	for _, other := range c.nodes[1:] {
+		wg.Go(func() {
+			for i := 0; ctx.Err() == nil; i++ {
+				if err := run(other, keys[i%len(keys)]); err != nil {
+					t.Error(err)
+					return
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	require.Zero(t, violations.Load())
+	after := n.Stats()
+	fast := after.LocalFast - before.LocalFast
+	slow := after.Admissions - before.Admissions - fast
+	t.Logf("node 0: %d fast admissions, %d slow", fast, slow)
+	require.Greater(t, fast, uint64(1000), "the repeat path barely ran")
+	require.Greater(t, slow, uint64(10), "the keys never moved")
+}
