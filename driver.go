@@ -122,9 +122,9 @@ func (n *Node) fail(err error) {
 func (n *Node) revokeAll() {
 	for i := range n.shards {
 		s := &n.shards[i]
-		for locker, h := range s.active {
-			delete(s.active, locker)
+		for j, h := range s.sections {
 			if h != nil {
+				s.sections[j] = nil
 				h.end(stateLost)
 			}
 		}
@@ -147,13 +147,13 @@ func (n *Node) deliver(now time.Time, e delegation.Event) {
 		w.h = n.admitted(n.shardOf(e.Key), e)
 		close(w.done)
 	case delegation.Extended:
-		if h := n.shardOf(e.Key).active[e.Locker]; h != nil && h.key == e.Key {
+		if h := n.shardOf(e.Key).section(e.Slot); h != nil && h.locker == e.Locker {
 			h.expires.Store(int64(e.Expires.Sub(bootEpoch)))
 		}
 	case delegation.Revoked:
 		s := n.shardOf(e.Key)
-		if h := s.active[e.Locker]; h != nil && h.key == e.Key {
-			delete(s.active, e.Locker)
+		if h := s.section(e.Slot); h != nil && h.locker == e.Locker {
+			s.setSection(e.Slot, nil)
 			h.end(stateLost)
 			n.log.Debug("lease lost", "key", e.Key, "token", e.Token, "detail", e.Detail)
 		}
@@ -171,9 +171,9 @@ func (n *Node) deliver(now time.Time, e delegation.Event) {
 // admitted makes the Handle for an Admitted event of a key of s (s's lock
 // held).
 func (n *Node) admitted(s *lockShard, e delegation.Event) *Handle {
-	h := &Handle{n: n, key: e.Key, locker: e.Locker, token: e.Token, signed: e.Signed, scope: ScopeCluster}
+	h := &Handle{n: n, key: e.Key, locker: e.Locker, slot: e.Slot, token: e.Token, signed: e.Signed, scope: ScopeCluster}
 	h.expires.Store(int64(e.Expires.Sub(bootEpoch)))
-	s.active[e.Locker] = h
+	s.setSection(e.Slot, h)
 	return h
 }
 

@@ -24,20 +24,35 @@ type Handle struct {
 	// (since bootEpoch); renewals move it (Extended events).
 	expires atomic.Int64
 	state   atomic.Uint32
+	// slot is where the key's shard keeps the handle (lockShard.sections).
+	slot uint32
 
-	// Done and Context are made on first use, so a Lock that never asks for
-	// them allocates nothing but the Handle.
 	mu    sync.Mutex
 	ended bool
-	// scope is here, beside ended, to share its padding: a Handle is 160
-	// bytes, a malloc size class, and the fast path's one allocation.
-	scope  Scope
+	scope Scope
+	// more is made on first use (Done, Context) or for a node-scope lock,
+	// so that the repeat path's one allocation is a Handle of 128 bytes, a
+	// malloc size class: a field more here moves it to the next (144).
+	more *handleMore
+}
+
+// handleMore is the part of a Handle that most critical sections never
+// need (mu guards it).
+type handleMore struct {
 	done   chan struct{}
 	ctx    context.Context
 	cancel context.CancelFunc
 	// Node scope only.
 	local *localLock
 	timer *time.Timer
+}
+
+// extra returns h.more, made if need be (mu held).
+func (h *Handle) extra() *handleMore {
+	if h.more == nil {
+		h.more = new(handleMore)
+	}
+	return h.more
 }
 
 const (
@@ -107,13 +122,14 @@ func (h *Handle) Valid() error {
 func (h *Handle) Done() <-chan struct{} {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.done == nil {
+	x := h.extra()
+	if x.done == nil {
 		if h.ended {
 			return closedChan
 		}
-		h.done = make(chan struct{})
+		x.done = make(chan struct{})
 	}
-	return h.done
+	return x.done
 }
 
 // Context is cancelled when Done closes; pass it to the work the critical
@@ -121,13 +137,14 @@ func (h *Handle) Done() <-chan struct{} {
 func (h *Handle) Context() context.Context {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.ctx == nil {
-		h.ctx, h.cancel = context.WithCancel(context.Background())
+	x := h.extra()
+	if x.ctx == nil {
+		x.ctx, x.cancel = context.WithCancel(context.Background())
 		if h.ended {
-			h.cancel()
+			x.cancel()
 		}
 	}
-	return h.ctx
+	return x.ctx
 }
 
 // Unlock ends the critical section. It is idempotent: it returns nil once
@@ -164,11 +181,13 @@ func (h *Handle) finish() {
 		return
 	}
 	h.ended = true
-	if h.done != nil {
-		close(h.done)
-	}
-	if h.cancel != nil {
-		h.cancel()
+	if x := h.more; x != nil {
+		if x.done != nil {
+			close(x.done)
+		}
+		if x.cancel != nil {
+			x.cancel()
+		}
 	}
 }
 
@@ -178,8 +197,8 @@ func (h *Handle) finish() {
 func (n *Node) unlock(h *Handle) {
 	s := n.shardOf(h.key)
 	s.mu.Lock()
-	if s.active[h.locker] == h {
-		delete(s.active, h.locker)
+	if s.section(h.slot) == h {
+		s.setSection(h.slot, nil)
 	}
 	done := !n.usable() || n.core.TryUnlock(h.key, h.locker)
 	s.mu.Unlock()

@@ -80,13 +80,13 @@ func (n *Node) lockLocal(ctx context.Context, key string, o lockOptions, try boo
 			return nil, fmt.Errorf("homelock: key %q: %w", key, ctx.Err())
 		}
 	}
-	h := &Handle{n: n, key: key, scope: ScopeNode, local: ll,
+	h := &Handle{n: n, key: key, scope: ScopeNode, more: &handleMore{local: ll},
 		token: fence.Token{Epoch: 0, Incarnation: n.inc, Counter: n.local.next()}}
 	ttl := n.cfg.MaxLease
 	if o.lease > 0 {
 		ttl = o.lease
 		h.expires.Store(int64(n.clock.Now().Add(o.lease).Sub(bootEpoch)))
-		h.timer = time.AfterFunc(o.lease, func() {
+		h.more.timer = time.AfterFunc(o.lease, func() {
 			if h.state.CompareAndSwap(stateHeld, stateLost) {
 				n.releaseLocal(h) // the timer fired: nothing to stop
 				h.finish()
@@ -107,13 +107,13 @@ func (n *Node) lockLocal(ctx context.Context, key string, o lockOptions, try boo
 
 // unlockLocal frees a node-scope lock (once per handle: the state CAS).
 func (n *Node) unlockLocal(h *Handle) {
-	if h.timer != nil {
-		h.timer.Stop()
+	if h.more.timer != nil {
+		h.more.timer.Stop()
 	}
 	n.releaseLocal(h)
 }
 
 func (n *Node) releaseLocal(h *Handle) {
-	<-h.local.slot
-	n.local.put(h.key, h.local)
+	<-h.more.local.slot
+	n.local.put(h.key, h.more.local)
 }

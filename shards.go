@@ -23,13 +23,13 @@ type lockShard struct {
 	// lockers counts the lockers of this shard's keys; a locker's ID is
 	// the count and the shard's index (lockerID).
 	lockers uint64
-	// active maps each admitted critical section's locker to its handle,
-	// for the holder's events (Extended, Revoked), which name the locker.
-	// Unlock deletes the entry; nothing scans the map (a periodic scan
-	// stalled every lock once a node held a million idle delegations).
-	// Integer keys: the repeat lock inserts and deletes once each, and a
-	// string key's hashing was a tenth of its cost.
-	active map[uint64]*Handle
+	// sections are the handles of the shard's admitted critical sections,
+	// at the slot the holder machine names in their events (Slot - 1), for
+	// the events that follow admission (Extended, Revoked). Unlock clears
+	// its entry; nothing scans the slice (a periodic scan stalled every lock
+	// once a node held a million idle delegations). A slot, not a map keyed
+	// by locker: the repeat lock stores and clears one pointer.
+	sections []*Handle
 	// A cache line of its own: shards sit side by side and are written
 	// from different cores.
 	_ [64]byte
@@ -45,7 +45,6 @@ func newLockShards(n int) []lockShard {
 	s := make([]lockShard, n)
 	for i := range s {
 		s[i].index = uint64(i)
-		s[i].active = make(map[uint64]*Handle)
 	}
 	return s
 }
@@ -60,6 +59,22 @@ func (n *Node) shardOf(key string) *lockShard {
 func (s *lockShard) lockerID() uint64 {
 	s.lockers++
 	return s.lockers<<shardBits | s.index
+}
+
+// section is the handle admitted at slot, nil if none.
+func (s *lockShard) section(slot uint32) *Handle {
+	if slot == 0 || int(slot) > len(s.sections) {
+		return nil
+	}
+	return s.sections[slot-1]
+}
+
+// setSection keeps h at slot (nil clears it).
+func (s *lockShard) setSection(slot uint32, h *Handle) {
+	for int(slot) > len(s.sections) {
+		s.sections = append(s.sections, nil)
+	}
+	s.sections[slot-1] = h
 }
 
 // lockAll takes Node.mu and every shard's lock, in one order: what a step

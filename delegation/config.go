@@ -68,7 +68,12 @@ const (
 
 // Event is one thing the driver must tell a locker or do for the store.
 type Event struct {
-	Kind     EventKind
+	Kind EventKind
+	// Slot names the admitted critical section (Admitted, Extended,
+	// Revoked) within its key's shard while it runs, from 1; a slot is
+	// reused once its section ended. A driver may keep what it has for the
+	// section at (shard, Slot) instead of looking Locker up.
+	Slot     uint32
 	Key      string
 	Locker   uint64
 	Token    fence.Token

@@ -139,7 +139,7 @@ func (m *Machine) admit(now time.Time, key string, s *shard, ks *keyState, locke
 		wake = end
 	}
 	s.timers.Add(ks, wake)
-	return Event{Kind: Admitted, Key: key, Locker: locker, Token: m.dtok(ks).Section(uint64(ks.sections)), Expires: end.Time(), Signed: ks.signed()}
+	return Event{Kind: Admitted, Slot: ks.active, Key: key, Locker: locker, Token: m.dtok(ks).Section(uint64(ks.sections)), Expires: end.Time(), Signed: ks.signed()}
 }
 
 // handleEnd is when the admitted critical section must stop.

@@ -192,7 +192,7 @@ func (m *Machine) RenewReply(now time.Time, r msg.RenewReply) {
 		x.renewAt = time.Time{}
 		x.renewals = attemptLog{}
 		if h := m.handleOf(ks); h != nil {
-			m.event(Event{Kind: Extended, Key: r.Key, Locker: h.locker, Token: m.dtok(ks).Section(uint64(ks.sections)), Expires: m.handleEnd(ks)})
+			m.event(Event{Kind: Extended, Slot: ks.active, Key: r.Key, Locker: h.locker, Token: m.dtok(ks).Section(uint64(ks.sections)), Expires: m.handleEnd(ks)})
 		}
 	}
 	m.service(now, r.Key, ks)

@@ -18,7 +18,7 @@ func (m *Machine) service(now time.Time, key string, ks *keyState) {
 	}
 	if ks.active != 0 && !now.Before(m.handleEnd(ks)) {
 		s := m.shardOf(key)
-		m.event(Event{Kind: Revoked, Key: key, Locker: s.handle(ks).locker, Token: m.tok(ks), Reason: ReasonLeaseExpired})
+		m.event(Event{Kind: Revoked, Slot: ks.active, Key: key, Locker: s.handle(ks).locker, Token: m.tok(ks), Reason: ReasonLeaseExpired})
 		s.endActive(ks)
 	}
 	m.failOverdue(now, key, ks)
@@ -289,7 +289,7 @@ func (m *Machine) release(now time.Time, key string, ks *keyState, barrier []byt
 // failure): the home waits it out.
 func (m *Machine) lose(now time.Time, ks *keyState, key string, why string) {
 	if h := m.handleOf(ks); h != nil {
-		m.event(Event{Kind: Revoked, Key: key, Locker: h.locker, Token: m.tok(ks), Reason: ReasonLeaseExpired, Detail: why})
+		m.event(Event{Kind: Revoked, Slot: ks.active, Key: key, Locker: h.locker, Token: m.tok(ks), Reason: ReasonLeaseExpired, Detail: why})
 		m.shardOf(key).endActive(ks)
 	}
 	m.clearDelegation(ks, nil, false, now)

@@ -20,7 +20,7 @@ import (
 func TestShardsDecideAlike(t *testing.T) {
 	for seed := uint64(1); seed <= 40; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			runs := [][]string{shardRun(seed, 1), shardRun(seed, 3), shardRun(seed, 16)}
+			runs := [][]string{shardRun(t, seed, 1), shardRun(t, seed, 3), shardRun(t, seed, 16)}
 			for _, r := range runs[1:] {
 				if len(r) != len(runs[0]) {
 					t.Fatalf("%d steps against %d", len(r), len(runs[0]))
@@ -36,8 +36,9 @@ func TestShardsDecideAlike(t *testing.T) {
 }
 
 // shardRun plays seed's schedule on a holder with shards shards and returns
-// each step's output, sorted within the step.
-func shardRun(seed uint64, shards int) []string {
+// each step's output, sorted within the step. It checks that the events
+// after an admission name the slot the admission did.
+func shardRun(t *testing.T, seed uint64, shards int) []string {
 	rng := rand.New(rand.NewPCG(seed, 0))
 	self := msg.Member{ID: "n1", Store: 1, Addr: "n1", Version: 1}
 	home := msg.Member{ID: "h", Store: 2, Addr: "h", Version: 1}
@@ -52,6 +53,7 @@ func shardRun(seed uint64, shards int) []string {
 		counter  uint64
 		locker   uint64
 		admitted = map[string][]uint64{}
+		slots    = map[uint64]uint32{} // by locker
 		// Request sequence numbers follow the order in which one Tick
 		// serves keys, so outputs name a request by its key and how many
 		// requests for the key came before it.
@@ -80,6 +82,15 @@ func shardRun(seed uint64, shards int) []string {
 			}
 		}
 		for _, e := range out.Events {
+			switch e.Kind {
+			case Admitted:
+				slots[e.Locker] = e.Slot
+			case Extended, Revoked:
+				if slots[e.Locker] != e.Slot {
+					t.Errorf("%d shards: %v for %s locker %d names slot %d, admitted at %d", shards, e.Kind, e.Key, e.Locker, e.Slot, slots[e.Locker])
+				}
+			}
+			e.Slot = 0 // a place within the shard
 			lines = append(lines, fmt.Sprintf("%+v", e))
 			if e.Kind == Admitted {
 				admitted[e.Key] = append(admitted[e.Key], e.Locker)
@@ -98,12 +109,16 @@ func shardRun(seed uint64, shards int) []string {
 		switch op := rng.IntN(10); {
 		case op < 3:
 			locker++
-			if ev, ok := m.TryAdmit(now, key, locker, 0); ok {
+			// Some sections have a lease of their own, which Tick ends.
+			lease := time.Duration(rng.IntN(3)) * 40 * time.Millisecond
+			if ev, ok := m.TryAdmit(now, key, locker, lease); ok {
 				admitted[key] = append(admitted[key], locker)
+				slots[locker] = ev.Slot
+				ev.Slot = 0
 				record("fast", fmt.Sprintf("%+v", ev))
 				continue
 			}
-			m.Lock(now, key, locker, now.Add(time.Duration(rng.IntN(300))*time.Millisecond), 0)
+			m.Lock(now, key, locker, now.Add(time.Duration(rng.IntN(300))*time.Millisecond), lease)
 		case op < 5:
 			if l := admitted[key]; len(l) > 0 {
 				m.Unlock(now, key, l[0])
