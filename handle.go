@@ -195,7 +195,7 @@ func (h *Handle) finish() {
 // queued here, the delegation not draining) holds only the key's shard's
 // lock and needs no clock read (one is ~100 ns here); the rest is a step.
 func (n *Node) unlock(h *Handle) {
-	s := n.shardOf(h.key)
+	s := n.lockerShard(h.locker)
 	s.mu.Lock()
 	if s.section(h.slot) == h {
 		s.setSection(h.slot, nil)

@@ -82,7 +82,10 @@ func TestLockKillsAfterForwarding(t *testing.T) {
 	dir := t.TempDir()
 	started := filepath.Join(dir, "started")
 	released := make(chan time.Time, 1)
-	addr := serveFake(t, &fakeNode{atRelease: func() { released <- time.Now() }})
+	// A lease that cannot run out during the test: on a loaded machine the
+	// default second's renewals may come late, and a lost lease would end the
+	// command with 120 before the forwarded signal's kill is judged.
+	addr := serveFake(t, &fakeNode{validFor: time.Minute, atRelease: func() { released <- time.Now() }})
 	var out, errOut bytes.Buffer
 	code := make(chan int, 1)
 	go func() {
