@@ -151,7 +151,7 @@ func (n *Node) lock(ctx context.Context, key string, o lockOptions, try bool) (*
 	if ev, ok := n.core.TryAdmit(n.clock.Now(), key, s.lockerID(), o.lease); ok {
 		h := n.admitted(s, ev)
 		// Only the key's shard's wake-ups can have moved.
-		n.lowerArmed(n.core.Holder().NextDeadlineOf(key))
+		n.lowerArmed(n.core.Holder().NextDeadlineIn(int(s.index)))
 		s.mu.Unlock()
 		return h, nil
 	}

@@ -104,3 +104,24 @@ func TestRepeatPathAcrossShards(t *testing.T) {
 	require.Greater(t, fast, uint64(1000), "the repeat path barely ran")
 	require.Greater(t, slow, uint64(10), "the keys never moved")
 }
+
+// TestRepeatPathArmsTheTimer: a section admitted on the repeat path with a
+// lease of its own that ends before the timer goroutine's next tick lowers
+// that tick to the section's end, with only its shard's lock held, so that
+// the section is revoked on time rather than up to a maximum sleep late.
+func TestRepeatPathArmsTheTimer(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	c.waitAvailable()
+	n := c.nodes[0]
+	h, err := n.Lock(context.Background(), "armed")
+	require.NoError(t, err)
+	require.NoError(t, h.Unlock())
+	before := n.Stats().LocalFast
+	h, err = n.Lock(context.Background(), "armed", WithLease(2*time.Millisecond))
+	require.NoError(t, err)
+	require.Equal(t, before+1, n.Stats().LocalFast, "not admitted on the repeat path")
+	armed := n.armed.Load()
+	require.NotZero(t, armed)
+	require.LessOrEqual(t, armed, armedAt(h.Expires()), "the timer sleeps past the section's end")
+	<-h.Done()
+}

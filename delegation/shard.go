@@ -70,12 +70,10 @@ func (m *Machine) sortedKeys() []string {
 	return keys
 }
 
-// NextDeadlineOf is when Tick next has work in key's shard; zero when none.
-// The fast path adds a wake-up only there, so a driver compares this alone
-// with the tick it sleeps towards.
-func (m *Machine) NextDeadlineOf(key string) time.Time {
-	return m.shardOf(key).timers.Next().Time()
-}
+// NextDeadlineIn is when Tick next has work in shard i (ShardOf); zero when
+// none. The fast path adds a wake-up only in its key's shard, so a driver
+// compares this alone with the tick it sleeps towards.
+func (m *Machine) NextDeadlineIn(i int) time.Time { return m.shards[i].timers.Next().Time() }
 
 // nextDue is the shard whose next wake-up is earliest and not after now
 // (the lowest-numbered on a tie, so that a run replays), or nil.
