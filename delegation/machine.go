@@ -27,6 +27,8 @@ type Machine struct {
 	origins intern.Table[origin]
 	stats   Stats
 	out     Output
+	// readied is how much of out's arrays the last Ready returned.
+	readied struct{ msgs, events int }
 
 	// gauges are kept as keys change (setPhase, setQueue): Stats reads them
 	// instead of scanning every key.
@@ -46,11 +48,32 @@ func New(cfg Config) *Machine {
 }
 
 // Ready returns what the inputs since the last call asked for and resets it.
+// Its slices are good until the machine's next call: the driver copies them
+// out at once (core's flush), so the machine keeps their arrays for the next
+// step's instead of allocating them in every step that sends or reports.
 func (m *Machine) Ready() Output {
 	o := m.out
-	m.out = Output{}
+	m.out.Msgs, m.readied.msgs = keep(o.Msgs, m.readied.msgs)
+	m.out.Events, m.readied.events = keep(o.Events, m.readied.events)
 	return o
 }
+
+// keep returns s's array emptied for the next step, and how much of it the
+// caller now reads, after clearing what an earlier step left there beyond
+// that (readied long): nothing returned before stays reachable. An array
+// over maxKept is dropped rather than held (an epoch change can fail every
+// queued locker in one step).
+func keep[T any](s []T, readied int) ([]T, int) {
+	if n := len(s); n < readied {
+		clear(s[n:readied])
+	}
+	if cap(s) > maxKept {
+		return nil, 0
+	}
+	return s[:0], len(s)
+}
+
+const maxKept = 1024
 
 func (m *Machine) send(to msg.NodeID, body msg.Body) {
 	m.out.Msgs = append(m.out.Msgs, msg.Envelope{To: to, Body: body})
