@@ -167,10 +167,13 @@ func (s *Sim) keepOld(from, to *simNode, env msg.Envelope) (detained bool) {
 		// drift bound) and the home's end (its clock, lease + Skew).
 		holderEnd := to.trueAt(to.local(s.now).Add(g.Lease - time.Duration(float64(g.Lease)*simDrift)))
 		homeEnd := from.trueAt(from.local(s.now).Add(g.Lease + simSkew))
+		// The closures capture the key alone: capturing g would move every
+		// Grant assertion above to the heap, boundary seed or not.
+		key := g.Key
 		for _, at := range []time.Time{holderEnd, homeEnd} {
 			for _, d := range []time.Duration{-time.Microsecond, 0, time.Microsecond} {
 				if s.rng.IntN(3) == 0 {
-					s.at(at.Add(d), &event{kind: evFault, run: func() { s.lockOnce(s.randomNode(), g.Key) }})
+					s.at(at.Add(d), &event{kind: evFault, run: func() { s.lockOnce(s.randomNode(), key) }})
 				}
 			}
 		}
