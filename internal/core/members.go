@@ -131,6 +131,13 @@ type members struct {
 	gossipAddr map[msg.NodeID]string
 	saved      map[msg.NodeID]string
 	retry      map[string]*gossipRetry
+	// savedFor is the epoch saveGossip last compared the addresses of, while
+	// no gossip address changed since (ok): it has nothing new to say then,
+	// and it runs on every gossip round.
+	savedFor struct {
+		number, digest uint64
+		ok             bool
+	}
 
 	// duplicate is why a join was refused: another live node has this ID.
 	duplicate string
@@ -166,10 +173,13 @@ func (n *Node) Gossip(now time.Time, peers []GossipPeer) {
 			continue
 		}
 		m.heard = true
-		if p.Gossip != "" {
+		if p.Gossip != "" && m.gossipAddr[p.Member.ID] != p.Gossip {
 			m.gossipAddr[p.Member.ID] = p.Gossip
+			m.savedFor.ok = false
 		}
-		delete(m.retry, p.Gossip)
+		if len(m.retry) > 0 {
+			delete(m.retry, p.Gossip)
+		}
 	}
 }
 
@@ -396,13 +406,21 @@ func (n *Node) detectDown(now time.Time) {
 			delete(m.downSince, k)
 		}
 	}
+	self := memberKey(n.cfg.Self)
 	for _, mb := range l.Epoch.Members {
 		k := memberKey(mb)
-		if k == memberKey(n.cfg.Self) {
+		if k == self {
 			continue
 		}
 		if m.alive(mb) {
-			delete(m.downSince, k)
+			// Both maps are empty while every member looks alive: skip
+			// hashing the key, once per member and gossip round.
+			if len(m.downSince) > 0 {
+				delete(m.downSince, k)
+			}
+			if len(m.proposed) == 0 {
+				continue
+			}
 			if _, asked := m.proposed[k]; asked {
 				delete(m.proposed, k)
 				if n.ep.WithdrawRemove(mb) {
@@ -503,8 +521,13 @@ func (n *Node) saveGossip() {
 	if !ok {
 		return
 	}
-	// This runs on every gossip round and the addresses seldom change:
-	// compare with what was saved before building anything.
+	// curNumber and curDigest follow every epoch the machine returns.
+	if m.savedFor.ok && m.savedFor.number == n.curNumber && m.savedFor.digest == n.curDigest {
+		return
+	}
+	m.savedFor.number, m.savedFor.digest, m.savedFor.ok = n.curNumber, n.curDigest, true
+	// The addresses seldom change when the epoch does: compare with what
+	// was saved before building anything.
 	same, k := true, 0
 	for _, mb := range l.Epoch.Members {
 		if a := m.gossipAddr[mb.ID]; a != "" && mb.ID != n.cfg.Self.ID {
