@@ -185,20 +185,30 @@ func (n *Node) Gossip(now time.Time, peers []GossipPeer) {
 
 // peer is the view's entry for member (node ID and store), if any.
 func (m *members) peer(member msg.Member) (GossipPeer, bool) {
-	for _, p := range m.view {
-		// Store first: an integer, and unequal for nearly every other peer.
-		if p.Member.Store == member.Store && p.Member.ID == member.ID {
-			return p, true
-		}
+	if i := m.find(member); i >= 0 {
+		return m.view[i], true
 	}
 	return GossipPeer{}, false
+}
+
+// find is the index of member's entry in the view, or -1. It reads the
+// entries in place: a membership scan asks it for every member of the
+// epoch, and copying each entry it passed cost more than comparing it.
+func (m *members) find(member msg.Member) int {
+	for i := range m.view {
+		// Store first: an integer, and unequal for nearly every other peer.
+		if p := &m.view[i]; p.Member.Store == member.Store && p.Member.ID == member.ID {
+			return i
+		}
+	}
+	return -1
 }
 
 // alive reports whether member looks alive (or merely suspect: its probes
 // failed but it is not declared dead) in gossip.
 func (m *members) alive(member msg.Member) bool {
-	p, ok := m.peer(member)
-	return ok && (p.Local || p.State != PeerDead)
+	i := m.find(member)
+	return i >= 0 && (m.view[i].Local || m.view[i].State != PeerDead)
 }
 
 // liveMajority reports whether this node sees a majority of e alive in
