@@ -294,7 +294,9 @@ func (c *Checker) Step(n Node, learned *epoch.Learned, events []delegation.Event
 		c.pending[n.Index()] = obs[:0]
 	}
 	var granted []*deleg
-	for i, o := range obs {
+	// By pointer: an observed carries a whole envelope.
+	for i := range obs {
+		o := &obs[i]
 		if o.gen != n.Gen() || c.stopped {
 			continue
 		}
@@ -333,7 +335,8 @@ func (c *Checker) Step(n Node, learned *epoch.Learned, events []delegation.Event
 // request a to its sender, or refused it, or was not its home: it did not
 // queue a.
 func (c *Checker) answeredByResend(later []observed, from msg.NodeID, a msg.Acquire) bool {
-	for _, o := range later {
+	for i := range later {
+		o := &later[i]
 		if !o.sent || o.env.To != from {
 			continue
 		}
@@ -383,7 +386,7 @@ func (c *Checker) validAtHolder(d *deleg) bool {
 	return c.w.Node(d.holder.node).Local(c.w.Now()).Before(d.holderEnd)
 }
 
-func (c *Checker) sent(n Node, o observed) {
+func (c *Checker) sent(n Node, o *observed) {
 	p := c.proc(n)
 	switch b := o.env.Body.(type) {
 	case msg.Acquire:
@@ -475,7 +478,7 @@ func (c *Checker) withinLiveness(n Node, what, key string, tok fence.Token, leas
 	}
 }
 
-func (c *Checker) grantSent(n Node, o observed, g msg.Grant) {
+func (c *Checker) grantSent(n Node, o *observed, g msg.Grant) {
 	if d := c.find(g.Key, g.Token); d != nil && d.home.node == n.Index() {
 		return // a re-sent Grant: no new delegation, no new expiry
 	}
@@ -529,7 +532,7 @@ func (c *Checker) grantSent(n Node, o observed, g msg.Grant) {
 
 // received handles what a process acted on; it returns a delegation whose
 // Grant this process received and must be judged at the step's end.
-func (c *Checker) received(n Node, o observed) *deleg {
+func (c *Checker) received(n Node, o *observed) *deleg {
 	p := c.proc(n)
 	switch b := o.env.Body.(type) {
 	case msg.Grant:
@@ -778,7 +781,7 @@ func (c *Checker) admitted(n Node, e delegation.Event) {
 
 // acquireReceived follows a requester's wait at a home from the Acquires
 // the home acted on.
-func (c *Checker) acquireReceived(n Node, o observed, a msg.Acquire) {
+func (c *Checker) acquireReceived(n Node, o *observed, a msg.Acquire) {
 	k := streakKey{c.proc(n), a.Key, o.env.From.ID}
 	if h, ok := c.heard[k]; !ok || !a.Req.Less(h.req) {
 		c.heard[k] = heardAttempt{a.Req, a.Attempt}
