@@ -95,7 +95,10 @@ type Checker struct {
 	// current step.
 	pending [][]observed
 
-	acqSent map[acqKey]time.Time // first true send time of each attempt
+	// acqSent is the first true send time of each attempt, by request: a
+	// request is retried a handful of times, so that a map by attempt
+	// held and rehashed several entries per request.
+	acqSent map[reqKey][]attemptSent
 	// asker is the process that sent each request: a Grant is for it, even
 	// when the node has restarted since (its new process refuses it).
 	asker   map[askKey]procKey
@@ -143,11 +146,25 @@ type procKey struct {
 	gen  uint64
 }
 
-type acqKey struct {
-	proc    procKey
-	key     string
-	req     msg.RequestID
+type reqKey struct {
+	proc procKey
+	key  string
+	req  msg.RequestID
+}
+
+type attemptSent struct {
 	attempt uint32
+	at      time.Time
+}
+
+// firstSent is when attempt was first sent, among a request's attempts.
+func firstSent(sent []attemptSent, attempt uint32) (time.Time, bool) {
+	for _, a := range sent {
+		if a.attempt == attempt {
+			return a.at, true
+		}
+	}
+	return time.Time{}, false
 }
 
 type askKey struct {
@@ -242,7 +259,7 @@ func New(w World) *Checker {
 	}
 	return &Checker{
 		w:         w,
-		acqSent:   make(map[acqKey]time.Time),
+		acqSent:   make(map[reqKey][]attemptSent),
 		asker:     make(map[askKey]procKey),
 		renSent:   make(map[renKey]time.Time),
 		delegs:    make(map[string][]*deleg),
@@ -390,9 +407,10 @@ func (c *Checker) sent(n Node, o *observed) {
 	p := c.proc(n)
 	switch b := o.env.Body.(type) {
 	case msg.Acquire:
-		k := acqKey{p, b.Key, b.Req, b.Attempt}
-		if _, ok := c.acqSent[k]; !ok {
-			c.acqSent[k] = o.at
+		k := reqKey{p, b.Key, b.Req}
+		sent := c.acqSent[k]
+		if _, ok := firstSent(sent, b.Attempt); !ok {
+			c.acqSent[k] = append(sent, attemptSent{b.Attempt, o.at})
 		}
 		c.asker[askKey{n.Index(), b.Key, b.Req}] = p
 	case msg.Renew:
@@ -543,7 +561,7 @@ func (c *Checker) received(n Node, o *observed) *deleg {
 		if b.Recalled {
 			d.earlyRecall = true
 		}
-		anchor, ok := c.acqSent[acqKey{p, b.Key, b.Req, b.Attempt}]
+		anchor, ok := firstSent(c.acqSent[reqKey{p, b.Key, b.Req}], b.Attempt)
 		end := time.Time{}
 		if ok {
 			end = n.Local(anchor).Add(b.Lease - time.Duration(float64(b.Lease)*c.w.Drift))
