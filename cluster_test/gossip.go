@@ -59,14 +59,36 @@ func (s *Sim) gossipReach(a, b *simNode) bool {
 }
 
 // indirectReach: memberlist asks other peers to probe a member its own
-// probes miss, so one cut link alone never makes a member dead.
-func (s *Sim) indirectReach(a, b *simNode) bool {
+// probes miss, so one cut link alone never makes a member dead. reach is
+// gossipReach of every pair, as reachable computes it.
+func indirectReach(reach [][]bool, a, b *simNode) bool {
 	for _, e := range a.view {
-		if c := e.peer; c != b && !e.dead && s.gossipReach(a, c) && s.gossipReach(c, b) {
+		if c := e.peer; c != b && !e.dead && reach[a.idx][c.idx] && reach[c.idx][b.idx] {
 			return true
 		}
 	}
 	return false
+}
+
+// reachable is gossipReach of every pair of nodes, in a buffer of s's,
+// valid until the next call. A gossip round asks it of every pair and, for
+// each probe that misses, of every peer in between: under a partition that
+// was a link lookup per pair per peer.
+func (s *Sim) reachable() [][]bool {
+	n := len(s.nodes)
+	if len(s.reach) != n {
+		s.reach = make([][]bool, n)
+		cells := make([]bool, n*n)
+		for i := range s.reach {
+			s.reach[i] = cells[i*n : (i+1)*n]
+		}
+	}
+	for _, a := range s.nodes {
+		for _, b := range s.nodes {
+			s.reach[a.idx][b.idx] = s.gossipReach(a, b)
+		}
+	}
+	return s.reach
 }
 
 // learn adds peer p to a's view as alive, unless another live process
@@ -104,6 +126,9 @@ func (a *simNode) entry(p *simNode) *gossipEntry {
 // gossipTick probes, spreads views, and runs every live process's
 // membership scan; it reschedules itself.
 func (s *Sim) gossipTick() {
+	// Probes change no process, link or blackout: reachability holds for
+	// the whole probe loop.
+	reach := s.reachable()
 	for _, a := range s.nodes {
 		if !a.up() {
 			continue
@@ -113,7 +138,7 @@ func (s *Sim) gossipTick() {
 			if e.dead && s.now.Sub(e.deadAt) >= gossipToDead {
 				continue // given up on: only a join revives it
 			}
-			if s.gossipReach(a, b) {
+			if reach[a.idx][b.idx] {
 				s.learn(a, b)
 				s.learn(b, a)
 				for _, pe := range b.view {
@@ -123,7 +148,7 @@ func (s *Sim) gossipTick() {
 				}
 				continue
 			}
-			if !e.dead && s.indirectReach(a, b) {
+			if !e.dead && indirectReach(reach, a, b) {
 				e.lastSeen = s.now // another peer's probe answered for it
 				continue
 			}

@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/homelock/homelock/epoch"
@@ -38,8 +39,8 @@ type harsh struct {
 	// old keeps, per node, the last messages it sent and the last sent to
 	// it (only in seeds that replay them).
 	keep       bool
-	sentBy     map[int][]oldMsg
-	sentTo     map[int][]oldMsg
+	sentBy     []*oldRing // by node index
+	sentTo     []*oldRing
 	boundaries bool
 	detained   []*detainedMsg
 	holdFrom   map[int]time.Time // detain all a node sends until then
@@ -68,6 +69,40 @@ func (s *Sim) releaseDetained(d *detainedMsg) {
 }
 
 const oldKept = 24
+
+// oldRing is a node's last oldKept messages sent (or received): a ring,
+// since keeping one more by shifting the others copied two dozen
+// envelopes per message sent.
+type oldRing struct {
+	msgs [oldKept]oldMsg
+	// next is where the next message goes; n counts those kept.
+	next, n int
+}
+
+func (r *oldRing) add(m oldMsg) {
+	r.msgs[r.next] = m
+	r.next = (r.next + 1) % oldKept
+	r.n = min(r.n+1, oldKept)
+}
+
+// list is the kept messages, oldest first, in a new slice.
+func (r *oldRing) list() []oldMsg {
+	if r.n < oldKept {
+		return slices.Clone(r.msgs[:r.n])
+	}
+	return append(slices.Clone(r.msgs[r.next:]), r.msgs[:r.next]...)
+}
+
+// ringOf is node i's ring in rings, which grows to hold it.
+func ringOf(rings *[]*oldRing, i int) *oldRing {
+	for len(*rings) <= i {
+		*rings = append(*rings, nil)
+	}
+	if (*rings)[i] == nil {
+		(*rings)[i] = new(oldRing)
+	}
+	return (*rings)[i]
+}
 
 // harshKinds is how many of randomFault's draws go to harshFault.
 const harshKinds = 8
@@ -148,12 +183,9 @@ func (n *simNode) stalledTrueAt(l time.Time) time.Time {
 func (s *Sim) keepOld(from, to *simNode, env msg.Envelope) (detained bool) {
 	h := &s.harsh
 	if h.keep && keptKind(env.Body) {
-		if h.sentBy == nil {
-			h.sentBy, h.sentTo = map[int][]oldMsg{}, map[int][]oldMsg{}
-		}
 		m := oldMsg{to: to.idx, env: env}
-		h.sentBy[from.idx] = keepLast(h.sentBy[from.idx], m)
-		h.sentTo[to.idx] = keepLast(h.sentTo[to.idx], m)
+		ringOf(&h.sentBy, from.idx).add(m)
+		ringOf(&h.sentTo, to.idx).add(m)
 		if s.now.Before(s.harsh.holdFrom[from.idx]) || s.now.Before(s.healedAt) && s.rng.IntN(30) == 0 {
 			d := &detainedMsg{oldMsg: m, from: from.idx}
 			h.detained = append(h.detained, d)
@@ -167,10 +199,13 @@ func (s *Sim) keepOld(from, to *simNode, env msg.Envelope) (detained bool) {
 		// drift bound) and the home's end (its clock, lease + Skew).
 		holderEnd := to.trueAt(to.local(s.now).Add(g.Lease - time.Duration(float64(g.Lease)*simDrift)))
 		homeEnd := from.trueAt(from.local(s.now).Add(g.Lease + simSkew))
+		// The closures capture the key alone: capturing g would move every
+		// Grant assertion above to the heap, boundary seed or not.
+		key := g.Key
 		for _, at := range []time.Time{holderEnd, homeEnd} {
 			for _, d := range []time.Duration{-time.Microsecond, 0, time.Microsecond} {
 				if s.rng.IntN(3) == 0 {
-					s.at(at.Add(d), &event{kind: evFault, run: func() { s.lockOnce(s.randomNode(), g.Key) }})
+					s.at(at.Add(d), &event{kind: evFault, run: func() { s.lockOnce(s.randomNode(), key) }})
 				}
 			}
 		}
@@ -187,14 +222,6 @@ func keptKind(b msg.Body) bool {
 		return false
 	}
 	return true
-}
-
-func keepLast(l []oldMsg, m oldMsg) []oldMsg {
-	if len(l) >= oldKept {
-		copy(l, l[1:])
-		l = l[:len(l)-1]
-	}
-	return append(l, m)
 }
 
 // lockOnce has n lock key now, once: a targeted acquire beside the
@@ -307,8 +334,8 @@ func jumpedAnchor(s *Sim) {
 // before, reordered and some twice.
 func (s *Sim) oldReplay(n *simNode) {
 	delete(s.harsh.holdFrom, n.idx)
-	byOld := append([]oldMsg(nil), s.harsh.sentBy[n.idx]...)
-	toOld := append([]oldMsg(nil), s.harsh.sentTo[n.idx]...)
+	byOld := ringOf(&s.harsh.sentBy, n.idx).list()
+	toOld := ringOf(&s.harsh.sentTo, n.idx).list()
 	s.crash(n)
 	back := 20*time.Millisecond + time.Duration(s.rng.Int64N(int64(400*time.Millisecond)))
 	s.After(back, func() { s.restart(n) })

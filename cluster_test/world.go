@@ -63,6 +63,8 @@ type Sim struct {
 
 	// blackout cuts a node's gossip (only) while set.
 	blackout map[int]bool
+	// reach backs reachable (gossip.go).
+	reach [][]bool
 	// heal is the healing check's bookkeeping (healing.go).
 	heal healing
 	// harsh is the targeted faults' state (harsh.go).

@@ -118,7 +118,9 @@ func (m *Machine) startRound(now time.Time) {
 	l.nextRound = now.Add(m.cfg.EpochLease / 3)
 	self := m.cfg.Self
 	r.answered = append(r.answered, self.ID)
-	if res, _ := m.renewalResult(self, e.Number, e.Digest()); res == msg.RenewalOK || testCountSelfAfterPromise {
+	// learnedDigest, not e.Digest(): a round every third of EpochLease
+	// re-encoded and hashed the whole epoch.
+	if res, _ := m.renewalResult(self, e.Number, m.learnedDigest()); res == msg.RenewalOK || testCountSelfAfterPromise {
 		r.ok = append(r.ok, self.ID)
 	} else if res == msg.RenewalPromisedHigher {
 		m.noteStray(now)

@@ -33,7 +33,9 @@ type Config struct {
 }
 
 // Output is what one step asks its driver to do, in order: sync Acceptor and
-// Learned to the store, then send Msgs.
+// Learned to the store, then send Msgs. Msgs is the machine's own buffer,
+// valid until its next call that returns an Output: a driver that keeps the
+// messages longer copies them (core appends them to its queue).
 type Output struct {
 	// Acceptor holds at most one record per instance (the latest); the store
 	// keeps one record per instance and overwrites it.
@@ -96,9 +98,12 @@ type Machine struct {
 	lastQuery map[msg.NodeID]time.Time
 
 	// Per-step scratch: the Output being built and the messages addressed to
-	// this node itself, which are handled within the same step.
+	// this node itself, which are handled within the same step. msgs backs
+	// Output.Msgs step after step: a renewal answer, one message, was a
+	// fresh slice the size of the epoch in every step.
 	out   Output
 	selfQ []msg.Envelope
+	msgs  []msg.Envelope
 }
 
 // New returns a machine restored from its durable state. A restored epoch is
@@ -296,6 +301,9 @@ func (m *Machine) finish(now time.Time) Output {
 		out.Acceptor = recs
 	}
 	m.out = Output{}
+	if out.Msgs != nil {
+		m.msgs = out.Msgs
+	}
 	return out
 }
 
@@ -349,10 +357,8 @@ func (m *Machine) send(to msg.NodeID, body msg.Body) {
 		m.selfQ = append(m.selfQ, env)
 		return
 	}
-	if m.out.Msgs == nil && m.learned != nil {
-		// Most sends are broadcasts to the members: one allocation, not
-		// one per doubling.
-		m.out.Msgs = make([]msg.Envelope, 0, len(m.learned.Epoch.Members))
+	if m.out.Msgs == nil {
+		m.out.Msgs = m.msgs[:0]
 	}
 	m.out.Msgs = append(m.out.Msgs, env)
 }

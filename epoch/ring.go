@@ -2,7 +2,6 @@ package epoch
 
 import (
 	"github.com/cespare/xxhash/v2"
-	rendezvous "github.com/dgryski/go-rendezvous"
 
 	"github.com/homelock/homelock/msg"
 )
@@ -12,35 +11,63 @@ import (
 // lock protocol version (Version != 0; a member advertising none is no key's
 // home). A membership change moves only the keys whose home changed. A Ring
 // is immutable and safe for concurrent use.
+//
+// The hashing is github.com/dgryski/go-rendezvous's, computed in place
+// (ring_test.go holds the two equal): its Lookup answers a node ID, which
+// took a map lookup by string to turn into the member, on every key a home
+// or a holder routes.
 type Ring struct {
-	e       msg.Epoch
-	rdv     *rendezvous.Rendezvous
-	members map[string]msg.Member
+	e msg.Epoch
+	// homes are the eligible members in epoch order, idHash the xxhash64 of
+	// each one's node ID. Under a node ID listed twice, every entry is the
+	// last member listed with it, as a map by node ID would have it.
+	homes  []msg.Member
+	idHash []uint64
 }
 
 // NewRing builds the ring of epoch e.
 func NewRing(e msg.Epoch) *Ring {
-	r := &Ring{e: e, members: make(map[string]msg.Member, len(e.Members))}
-	ids := make([]string, 0, len(e.Members))
+	r := &Ring{e: e, homes: make([]msg.Member, 0, len(e.Members)), idHash: make([]uint64, 0, len(e.Members))}
 	for _, mb := range e.Members {
 		if mb.Version == 0 {
 			continue
 		}
-		ids = append(ids, string(mb.ID))
-		r.members[string(mb.ID)] = mb
+		for i := range r.homes {
+			if r.homes[i].ID == mb.ID {
+				r.homes[i] = mb
+			}
+		}
+		r.homes = append(r.homes, mb)
+		r.idHash = append(r.idHash, xxhash.Sum64String(string(mb.ID)))
 	}
-	r.rdv = rendezvous.New(ids, xxhash.Sum64String)
 	return r
 }
 
 // Home returns key's home; ok is false when no member is eligible. It does
 // not allocate.
 func (r *Ring) Home(key string) (msg.Member, bool) {
-	if r == nil || len(r.members) == 0 {
+	if r == nil || len(r.homes) == 0 {
 		return msg.Member{}, false
 	}
-	mb, ok := r.members[r.rdv.Lookup(key)]
-	return mb, ok
+	// The member whose ID's hash mixed with the key's is highest; the first
+	// of equals.
+	kh := xxhash.Sum64String(key)
+	best, bestMix := 0, rendezvousMix(kh^r.idHash[0])
+	for i, h := range r.idHash[1:] {
+		if m := rendezvousMix(kh ^ h); m > bestMix {
+			best, bestMix = i+1, m
+		}
+	}
+	return r.homes[best], true
+}
+
+// rendezvousMix is go-rendezvous's xorshift-multiply mix of a key's hash
+// with a node's.
+func rendezvousMix(x uint64) uint64 {
+	x ^= x >> 12
+	x ^= x << 25
+	x ^= x >> 27
+	return x * 2685821657736338717
 }
 
 // Epoch returns the epoch the ring was built from.

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/cespare/xxhash/v2"
+	rendezvous "github.com/dgryski/go-rendezvous"
+
 	"github.com/homelock/homelock/msg"
 )
 
@@ -128,6 +131,35 @@ func BenchmarkRenewalRound(b *testing.B) {
 		}
 		if a.LiveUntil().Before(now) {
 			b.Fatal("no liveness")
+		}
+	}
+}
+
+// TestRingIsRendezvous: RingV1 is go-rendezvous over the eligible members'
+// node IDs with xxhash64, and a member listed twice under one node ID homes
+// its keys as the last entry with that ID. A ring that mapped one key
+// elsewhere would move keys between versions of homelock.
+func TestRingIsRendezvous(t *testing.T) {
+	dup := ringEpoch(4)
+	dup.Members = append(dup.Members, msg.Member{ID: dup.Members[1].ID, Store: 99, Version: 1})
+	unversioned := ringEpoch(7)
+	unversioned.Members[3].Version = 0
+	for _, e := range []msg.Epoch{ringEpoch(1), ringEpoch(3), ringEpoch(9), ringEpoch(40), dup, unversioned} {
+		byID := map[string]msg.Member{}
+		var ids []string
+		for _, mb := range e.Members {
+			if mb.Version != 0 {
+				ids = append(ids, string(mb.ID))
+				byID[string(mb.ID)] = mb
+			}
+		}
+		want := rendezvous.New(ids, xxhash.Sum64String)
+		r := NewRing(e)
+		for i := range 5000 {
+			k := fmt.Sprintf("key-%d", i)
+			got, ok := r.Home(k)
+			must(t, ok)
+			equal(t, byID[want.Lookup(k)], got, "home of %s among %d members", k, len(e.Members))
 		}
 	}
 }

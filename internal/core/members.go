@@ -131,6 +131,13 @@ type members struct {
 	gossipAddr map[msg.NodeID]string
 	saved      map[msg.NodeID]string
 	retry      map[string]*gossipRetry
+	// savedFor is the epoch saveGossip last compared the addresses of, while
+	// no gossip address changed since (ok): it has nothing new to say then,
+	// and it runs on every gossip round.
+	savedFor struct {
+		number, digest uint64
+		ok             bool
+	}
 
 	// duplicate is why a join was refused: another live node has this ID.
 	duplicate string
@@ -166,29 +173,42 @@ func (n *Node) Gossip(now time.Time, peers []GossipPeer) {
 			continue
 		}
 		m.heard = true
-		if p.Gossip != "" {
+		if p.Gossip != "" && m.gossipAddr[p.Member.ID] != p.Gossip {
 			m.gossipAddr[p.Member.ID] = p.Gossip
+			m.savedFor.ok = false
 		}
-		delete(m.retry, p.Gossip)
+		if len(m.retry) > 0 {
+			delete(m.retry, p.Gossip)
+		}
 	}
 }
 
 // peer is the view's entry for member (node ID and store), if any.
 func (m *members) peer(member msg.Member) (GossipPeer, bool) {
-	for _, p := range m.view {
-		// Store first: an integer, and unequal for nearly every other peer.
-		if p.Member.Store == member.Store && p.Member.ID == member.ID {
-			return p, true
-		}
+	if i := m.find(member); i >= 0 {
+		return m.view[i], true
 	}
 	return GossipPeer{}, false
+}
+
+// find is the index of member's entry in the view, or -1. It reads the
+// entries in place: a membership scan asks it for every member of the
+// epoch, and copying each entry it passed cost more than comparing it.
+func (m *members) find(member msg.Member) int {
+	for i := range m.view {
+		// Store first: an integer, and unequal for nearly every other peer.
+		if p := &m.view[i]; p.Member.Store == member.Store && p.Member.ID == member.ID {
+			return i
+		}
+	}
+	return -1
 }
 
 // alive reports whether member looks alive (or merely suspect: its probes
 // failed but it is not declared dead) in gossip.
 func (m *members) alive(member msg.Member) bool {
-	p, ok := m.peer(member)
-	return ok && (p.Local || p.State != PeerDead)
+	i := m.find(member)
+	return i >= 0 && (m.view[i].Local || m.view[i].State != PeerDead)
 }
 
 // liveMajority reports whether this node sees a majority of e alive in
@@ -396,13 +416,21 @@ func (n *Node) detectDown(now time.Time) {
 			delete(m.downSince, k)
 		}
 	}
+	self := memberKey(n.cfg.Self)
 	for _, mb := range l.Epoch.Members {
 		k := memberKey(mb)
-		if k == memberKey(n.cfg.Self) {
+		if k == self {
 			continue
 		}
 		if m.alive(mb) {
-			delete(m.downSince, k)
+			// Both maps are empty while every member looks alive: skip
+			// hashing the key, once per member and gossip round.
+			if len(m.downSince) > 0 {
+				delete(m.downSince, k)
+			}
+			if len(m.proposed) == 0 {
+				continue
+			}
 			if _, asked := m.proposed[k]; asked {
 				delete(m.proposed, k)
 				if n.ep.WithdrawRemove(mb) {
@@ -503,8 +531,13 @@ func (n *Node) saveGossip() {
 	if !ok {
 		return
 	}
-	// This runs on every gossip round and the addresses seldom change:
-	// compare with what was saved before building anything.
+	// curNumber and curDigest follow every epoch the machine returns.
+	if m.savedFor.ok && m.savedFor.number == n.curNumber && m.savedFor.digest == n.curDigest {
+		return
+	}
+	m.savedFor.number, m.savedFor.digest, m.savedFor.ok = n.curNumber, n.curDigest, true
+	// The addresses seldom change when the epoch does: compare with what
+	// was saved before building anything.
 	same, k := true, 0
 	for _, mb := range l.Epoch.Members {
 		if a := m.gossipAddr[mb.ID]; a != "" && mb.ID != n.cfg.Self.ID {

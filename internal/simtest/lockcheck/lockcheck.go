@@ -95,7 +95,10 @@ type Checker struct {
 	// current step.
 	pending [][]observed
 
-	acqSent map[acqKey]time.Time // first true send time of each attempt
+	// acqSent is the first true send time of each attempt, by request: a
+	// request is retried a handful of times, so that a map by attempt
+	// held and rehashed several entries per request.
+	acqSent map[reqKey][]attemptSent
 	// asker is the process that sent each request: a Grant is for it, even
 	// when the node has restarted since (its new process refuses it).
 	asker   map[askKey]procKey
@@ -143,11 +146,25 @@ type procKey struct {
 	gen  uint64
 }
 
-type acqKey struct {
-	proc    procKey
-	key     string
-	req     msg.RequestID
+type reqKey struct {
+	proc procKey
+	key  string
+	req  msg.RequestID
+}
+
+type attemptSent struct {
 	attempt uint32
+	at      time.Time
+}
+
+// firstSent is when attempt was first sent, among a request's attempts.
+func firstSent(sent []attemptSent, attempt uint32) (time.Time, bool) {
+	for _, a := range sent {
+		if a.attempt == attempt {
+			return a.at, true
+		}
+	}
+	return time.Time{}, false
 }
 
 type askKey struct {
@@ -242,7 +259,7 @@ func New(w World) *Checker {
 	}
 	return &Checker{
 		w:         w,
-		acqSent:   make(map[acqKey]time.Time),
+		acqSent:   make(map[reqKey][]attemptSent),
 		asker:     make(map[askKey]procKey),
 		renSent:   make(map[renKey]time.Time),
 		delegs:    make(map[string][]*deleg),
@@ -294,7 +311,9 @@ func (c *Checker) Step(n Node, learned *epoch.Learned, events []delegation.Event
 		c.pending[n.Index()] = obs[:0]
 	}
 	var granted []*deleg
-	for i, o := range obs {
+	// By pointer: an observed carries a whole envelope.
+	for i := range obs {
+		o := &obs[i]
 		if o.gen != n.Gen() || c.stopped {
 			continue
 		}
@@ -333,7 +352,8 @@ func (c *Checker) Step(n Node, learned *epoch.Learned, events []delegation.Event
 // request a to its sender, or refused it, or was not its home: it did not
 // queue a.
 func (c *Checker) answeredByResend(later []observed, from msg.NodeID, a msg.Acquire) bool {
-	for _, o := range later {
+	for i := range later {
+		o := &later[i]
 		if !o.sent || o.env.To != from {
 			continue
 		}
@@ -383,13 +403,14 @@ func (c *Checker) validAtHolder(d *deleg) bool {
 	return c.w.Node(d.holder.node).Local(c.w.Now()).Before(d.holderEnd)
 }
 
-func (c *Checker) sent(n Node, o observed) {
+func (c *Checker) sent(n Node, o *observed) {
 	p := c.proc(n)
 	switch b := o.env.Body.(type) {
 	case msg.Acquire:
-		k := acqKey{p, b.Key, b.Req, b.Attempt}
-		if _, ok := c.acqSent[k]; !ok {
-			c.acqSent[k] = o.at
+		k := reqKey{p, b.Key, b.Req}
+		sent := c.acqSent[k]
+		if _, ok := firstSent(sent, b.Attempt); !ok {
+			c.acqSent[k] = append(sent, attemptSent{b.Attempt, o.at})
 		}
 		c.asker[askKey{n.Index(), b.Key, b.Req}] = p
 	case msg.Renew:
@@ -475,7 +496,7 @@ func (c *Checker) withinLiveness(n Node, what, key string, tok fence.Token, leas
 	}
 }
 
-func (c *Checker) grantSent(n Node, o observed, g msg.Grant) {
+func (c *Checker) grantSent(n Node, o *observed, g msg.Grant) {
 	if d := c.find(g.Key, g.Token); d != nil && d.home.node == n.Index() {
 		return // a re-sent Grant: no new delegation, no new expiry
 	}
@@ -529,7 +550,7 @@ func (c *Checker) grantSent(n Node, o observed, g msg.Grant) {
 
 // received handles what a process acted on; it returns a delegation whose
 // Grant this process received and must be judged at the step's end.
-func (c *Checker) received(n Node, o observed) *deleg {
+func (c *Checker) received(n Node, o *observed) *deleg {
 	p := c.proc(n)
 	switch b := o.env.Body.(type) {
 	case msg.Grant:
@@ -540,7 +561,7 @@ func (c *Checker) received(n Node, o observed) *deleg {
 		if b.Recalled {
 			d.earlyRecall = true
 		}
-		anchor, ok := c.acqSent[acqKey{p, b.Key, b.Req, b.Attempt}]
+		anchor, ok := firstSent(c.acqSent[reqKey{p, b.Key, b.Req}], b.Attempt)
 		end := time.Time{}
 		if ok {
 			end = n.Local(anchor).Add(b.Lease - time.Duration(float64(b.Lease)*c.w.Drift))
@@ -778,7 +799,7 @@ func (c *Checker) admitted(n Node, e delegation.Event) {
 
 // acquireReceived follows a requester's wait at a home from the Acquires
 // the home acted on.
-func (c *Checker) acquireReceived(n Node, o observed, a msg.Acquire) {
+func (c *Checker) acquireReceived(n Node, o *observed, a msg.Acquire) {
 	k := streakKey{c.proc(n), a.Key, o.env.From.ID}
 	if h, ok := c.heard[k]; !ok || !a.Req.Less(h.req) {
 		c.heard[k] = heardAttempt{a.Req, a.Attempt}
