@@ -40,7 +40,9 @@ type Outgoing struct {
 }
 
 // Ready is what the driver must do after one input, in order: sync the
-// durable writes, then send Msgs, then deliver Events.
+// durable writes, then send Msgs, then deliver Events. Msgs is good until the
+// node's next input: a driver hands the messages to its transport (which
+// copies them) before it delivers the events, which may step the node again.
 type Ready struct {
 	Acceptor   []epoch.AcceptorRecord
 	Learned    *epoch.Learned
@@ -89,8 +91,11 @@ type Node struct {
 
 	mem members
 
-	rd    Ready
-	local []msg.Envelope
+	rd Ready
+	// readied is how much of rd.Msgs's array the last step returned: the
+	// array is kept from step to step (flush).
+	readied int
+	local   []msg.Envelope
 	// spare is flush's second buffer for local (empty between steps).
 	spare []msg.Envelope
 }
