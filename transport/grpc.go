@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"sync"
 
@@ -69,6 +70,15 @@ func NewGRPC(cfg Config, h Handler) (*GRPC, error) {
 		}
 	}
 
+	// A static flow-control window: gRPC's dynamic one estimates the
+	// bandwidth-delay product with a PING after every DATA frame that finds
+	// none outstanding, which on a stream of small request-reply frames is
+	// nearly every frame, and each costs a PING, its ack and a window update
+	// (two more writes and reads per frame). A window as large as the
+	// largest message lets one message of any size leave without waiting
+	// for a window update.
+	window := int32(min(cfg.MaxMsgSize, math.MaxInt32))
+
 	srvOpts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxMsgSize),
 		grpc.MaxSendMsgSize(cfg.MaxMsgSize),
@@ -78,6 +88,8 @@ func NewGRPC(cfg Config, h Handler) (*GRPC, error) {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveTime / 2, PermitWithoutStream: true}),
 		// Close must not return while a Handler still runs.
 		grpc.WaitForHandlers(true),
+		grpc.StaticStreamWindowSize(window),
+		grpc.StaticConnWindowSize(window),
 	}
 	clientCreds := insecure.NewCredentials()
 	if serverTLS != nil {
@@ -103,6 +115,8 @@ func NewGRPC(cfg Config, h Handler) (*GRPC, error) {
 		serveErr: make(chan error, 1),
 		dialOpts: []grpc.DialOption{
 			grpc.WithTransportCredentials(clientCreds),
+			grpc.WithStaticStreamWindowSize(window),
+			grpc.WithStaticConnWindowSize(window),
 			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(cfg.MaxMsgSize), grpc.MaxCallRecvMsgSize(cfg.MaxMsgSize)),
 			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout, PermitWithoutStream: true}),
 			grpc.WithConnectParams(grpc.ConnectParams{
