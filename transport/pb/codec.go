@@ -17,6 +17,17 @@ func Encode(env msg.Envelope) ([]byte, error) { return AppendEncode(nil, env) }
 
 // AppendEncode appends the wire form of env to b.
 func AppendEncode(b []byte, env msg.Envelope) ([]byte, error) {
+	// The direct codec's messages are far below MaxEnvelopeSize: their
+	// variable fields are all bounded.
+	if out, ok := appendDirect(b, env); ok {
+		return out, nil
+	}
+	return appendGenerated(b, env)
+}
+
+// appendGenerated is AppendEncode through the generated code: every kind,
+// and the errors.
+func appendGenerated(b []byte, env msg.Envelope) ([]byte, error) {
 	p, err := ToProto(env)
 	if err != nil {
 		return b, err
@@ -40,6 +51,15 @@ func Decode(b []byte) (msg.Envelope, error) {
 	if len(b) > MaxEnvelopeSize {
 		return msg.Envelope{}, fmt.Errorf("%w: envelope of %d bytes exceeds %d", ErrMessageTooLarge, len(b), MaxEnvelopeSize)
 	}
+	if env, ok := decodeDirect(b); ok {
+		return env, nil
+	}
+	return decodeGenerated(b)
+}
+
+// decodeGenerated is Decode through the generated code: every kind and form,
+// and the errors.
+func decodeGenerated(b []byte) (msg.Envelope, error) {
 	var p Envelope
 	if err := proto.Unmarshal(b, &p); err != nil {
 		return msg.Envelope{}, fmt.Errorf("%w: %v", ErrMalformed, err)
