@@ -42,6 +42,7 @@ func (r *receiver) Stream(s grpc.ClientStreamingServer[pb.Batch, pb.StreamSummar
 	slot, gen := g.claimSlot(from)
 	defer g.releaseSlot(from, slot, gen)
 
+	var dec pb.Decoder
 	for {
 		batch, err := s.Recv()
 		if errors.Is(err, io.EOF) {
@@ -56,7 +57,7 @@ func (r *receiver) Stream(s grpc.ClientStreamingServer[pb.Batch, pb.StreamSummar
 			return status.Error(codes.Aborted, "transport: superseded by a newer stream from the same node")
 		}
 		for _, data := range batch.GetEnvelopes() {
-			env, err := pb.Decode(data)
+			env, err := dec.Decode(data)
 			if err != nil {
 				g.stats.refused.Add(1)
 				g.log.Debug("transport: refused envelope", "from", string(from), "err", err)

@@ -231,10 +231,16 @@ func appendToken(b []byte, num protowire.Number, t fence.Token) []byte {
 // deviation sets bad, after which every read returns zero values; the
 // caller then leaves the message to the generated code.
 type wireReader struct {
-	b    []byte
-	seen uint64 // field numbers read so far, to decline a repeated one
-	bad  bool
+	b     []byte
+	seen  uint64 // field numbers read so far, to decline a repeated one
+	bad   bool
+	names *names // nil: every name read is a new string
 }
+
+// names are the node IDs and the address a Decoder read last. The envelopes
+// on one stream all name the same sender and receiver, so a name that matches
+// is handed out again instead of allocated.
+type names struct{ fromID, fromAddr, to string }
 
 // next returns the next field's number, or 0 at the end or once bad. A field
 // number outside 1..63, a malformed tag or a field seen before makes it bad.
@@ -327,25 +333,48 @@ func (r *wireReader) string(typ protowire.Type, max int) string {
 	return string(v)
 }
 
+// name is a string field holding a node ID or an address; last is where its
+// Decoder keeps the one it read before (nil without a Decoder).
+func (r *wireReader) name(typ protowire.Type, max int, last *string) string {
+	if last == nil {
+		return r.string(typ, max)
+	}
+	v := r.bytes(typ, max)
+	if string(v) == *last {
+		return *last
+	}
+	if !utf8.Valid(v) {
+		r.bad = true
+		return ""
+	}
+	*last = string(v)
+	return *last
+}
+
 func (r *wireReader) key(typ protowire.Type) string { return string(r.bytes(typ, MaxKeyLen)) }
 
 // nested returns a reader of a nested message; end folds its outcome back.
 func (r *wireReader) nested(typ protowire.Type) wireReader {
-	return wireReader{b: r.bytes(typ, MaxEnvelopeSize), bad: r.bad}
+	return wireReader{b: r.bytes(typ, MaxEnvelopeSize), bad: r.bad, names: r.names}
 }
 
 func (r *wireReader) end(inner *wireReader) { r.bad = r.bad || inner.bad }
 
+// member reads the envelope's sender, the only member a direct kind carries.
 func (r *wireReader) member(typ protowire.Type) (m msg.Member) {
+	var lastID, lastAddr *string
+	if r.names != nil {
+		lastID, lastAddr = &r.names.fromID, &r.names.fromAddr
+	}
 	in := r.nested(typ)
 	for num, typ := in.next(); num != 0; num, typ = in.next() {
 		switch num {
 		case 1:
-			m.ID = msg.NodeID(in.string(typ, MaxIDLen))
+			m.ID = msg.NodeID(in.name(typ, MaxIDLen, lastID))
 		case 2:
 			m.Store = in.uint(typ)
 		case 3:
-			m.Addr = in.string(typ, MaxAddrLen)
+			m.Addr = in.name(typ, MaxAddrLen, lastAddr)
 		case 4:
 			m.Version = in.uint32(typ)
 		default:
@@ -393,8 +422,12 @@ func (r *wireReader) token(typ protowire.Type) (t fence.Token) {
 // decodeDirect decodes b if it is an envelope of a kind the direct codec
 // reads, in plain form, that passes every check; ok is false otherwise, and
 // Decode then reads b through the generated code.
-func decodeDirect(b []byte) (env msg.Envelope, ok bool) {
-	r := wireReader{b: b}
+func decodeDirect(b []byte, cache *names) (env msg.Envelope, ok bool) {
+	var lastTo *string
+	if cache != nil {
+		lastTo = &cache.to
+	}
+	r := wireReader{b: b, names: cache}
 	for num, typ := r.next(); num != 0; num, typ = r.next() {
 		switch {
 		case num == 1:
@@ -402,7 +435,7 @@ func decodeDirect(b []byte) (env msg.Envelope, ok bool) {
 		case num == 2:
 			env.FromInc = r.uint(typ)
 		case num == 3:
-			env.To = msg.NodeID(r.string(typ, MaxIDLen))
+			env.To = msg.NodeID(r.name(typ, MaxIDLen, lastTo))
 		case num == 4:
 			env.Epoch = r.uint(typ)
 		case num == 5:

@@ -113,7 +113,7 @@ func TestDirectReadsWhatEncodeWrites(t *testing.T) {
 		require.NoError(t, err)
 		want, err := decodeGenerated(b)
 		require.NoError(t, err)
-		got, ok := decodeDirect(b)
+		got, ok := decodeDirect(b, nil)
 		require.Equal(t, directKinds[env.Body.Kind()], ok, "%s", env.Body.Kind())
 		if ok {
 			require.Equal(t, want, got)
@@ -185,7 +185,7 @@ func TestDirectLeavesOtherFormsToGenerated(t *testing.T) {
 			want: msg.Envelope{Body: msg.Prepare{Instance: 9}},
 		},
 	} {
-		_, ok := decodeDirect(tc.b)
+		_, ok := decodeDirect(tc.b, nil)
 		require.False(t, ok, name)
 		got, err := Decode(tc.b)
 		if tc.err != nil {
@@ -208,7 +208,15 @@ func FuzzDirectDecode(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		got, ok := decodeDirect(b)
+		// A Decoder, with its names cached or not, reads what Decode reads.
+		want, wantErr := Decode(b)
+		var d Decoder
+		for range 2 {
+			env, err := d.Decode(b)
+			require.Equal(t, wantErr, err)
+			require.Equal(t, want, env)
+		}
+		got, ok := decodeDirect(b, nil)
 		if !ok {
 			return
 		}
@@ -271,6 +279,38 @@ func FuzzDirectEncode(f *testing.F) {
 			require.Equal(t, want, got)
 		}
 	})
+}
+
+// A Decoder reads a stream's envelopes as Decode does, whichever names
+// change from one to the next, and allocates the names only when they do.
+func TestDecoderCachesNames(t *testing.T) {
+	grant := samples.Envelope(samples.Bodies()[msg.KindGrant-1])
+	grant.From = msg.Member{ID: "node-1", Store: 1, Addr: "10.0.0.1:7946", Version: 2}
+	grant.To = "node-2"
+	other := grant
+	other.From.ID, other.From.Addr, other.To = "node-3", "10.0.0.3:7946", "node-4"
+	var d Decoder
+	for i, env := range []msg.Envelope{grant, grant, other, grant, {Body: msg.Renewal{Nonce: 1}}, grant} {
+		b, err := Encode(env)
+		require.NoError(t, err)
+		got, err := d.Decode(b)
+		require.NoError(t, err)
+		require.Equal(t, env, got, "envelope %d", i)
+	}
+	badTo, err := Encode(grant)
+	require.NoError(t, err)
+	i := bytes.Index(badTo, []byte("node-2"))
+	badTo[i+len("node-2")-1] = 0xff
+	_, err = d.Decode(badTo)
+	require.ErrorIs(t, err, ErrMalformed, "a name that is not UTF-8 is refused, cache or not")
+
+	b, err := Encode(grant)
+	require.NoError(t, err)
+	_, err = d.Decode(b)
+	require.NoError(t, err)
+	plain := testing.AllocsPerRun(100, func() { _, _ = Decode(b) })
+	cached := testing.AllocsPerRun(100, func() { _, _ = d.Decode(b) })
+	require.Equal(t, plain-3, cached, "the sender's ID and address and the receiver's ID come from the cache")
 }
 
 func BenchmarkDecodeGrantGenerated(b *testing.B) {
