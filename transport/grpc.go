@@ -30,6 +30,7 @@ type GRPC struct {
 	lis      net.Listener
 	srv      *grpc.Server
 	dialOpts []grpc.DialOption
+	codec    batchCodec
 
 	// ctx is cancelled by Close; every peer goroutine and stream derives from it.
 	ctx    context.Context
@@ -78,6 +79,7 @@ func NewGRPC(cfg Config, h Handler) (*GRPC, error) {
 	// largest message lets one message of any size leave without waiting
 	// for a window update.
 	window := int32(min(cfg.MaxMsgSize, math.MaxInt32))
+	codec := newBatchCodec()
 
 	srvOpts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxMsgSize),
@@ -90,6 +92,9 @@ func NewGRPC(cfg Config, h Handler) (*GRPC, error) {
 		grpc.WaitForHandlers(true),
 		grpc.StaticStreamWindowSize(window),
 		grpc.StaticConnWindowSize(window),
+		// The server has one service, whose Batches the batch codec reads;
+		// it passes the rest to the proto codec.
+		grpc.ForceServerCodecV2(codec),
 	}
 	clientCreds := insecure.NewCredentials()
 	if serverTLS != nil {
@@ -113,6 +118,7 @@ func NewGRPC(cfg Config, h Handler) (*GRPC, error) {
 		peers:    make(map[msg.NodeID]*peer),
 		senders:  make(map[msg.NodeID]*senderSlot),
 		serveErr: make(chan error, 1),
+		codec:    codec,
 		dialOpts: []grpc.DialOption{
 			grpc.WithTransportCredentials(clientCreds),
 			grpc.WithStaticStreamWindowSize(window),
