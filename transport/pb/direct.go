@@ -28,118 +28,94 @@ import (
 // unchanged.
 func appendDirect(b []byte, env msg.Envelope) (_ []byte, ok bool) {
 	start := len(b)
-	var body func([]byte) ([]byte, bool)
-	switch v := env.Body.(type) {
-	case msg.Acquire:
-		body = func(b []byte) ([]byte, bool) {
-			b, ok := appendKey(b, 1, v.Key)
-			b = appendRequest(b, 2, v.Req)
-			b = appendUint(b, 3, uint64(v.Attempt))
-			b = appendUint(b, 4, uint64(v.Lease))
-			return appendBool(b, 5, v.Queued), ok
-		}
-	case msg.Grant:
-		body = func(b []byte) ([]byte, bool) {
-			b, ok := appendKey(b, 1, v.Key)
-			b = appendRequest(b, 2, v.Req)
-			b = appendUint(b, 3, uint64(v.Attempt))
-			b = appendToken(b, 4, v.Token)
-			b = appendUint(b, 5, uint64(v.Lease))
-			b = appendBytes(b, 6, v.Barrier)
-			b = appendBool(b, 7, v.Recalled)
-			b = appendBytes(b, 8, v.Signed)
-			b = appendBool(b, 9, v.Contended)
-			return b, ok && len(v.Barrier) <= MaxBarrierLen && len(v.Signed) <= MaxSignedLen
-		}
-	case msg.Wait:
-		body = func(b []byte) ([]byte, bool) {
-			b, ok := appendKey(b, 1, v.Key)
-			b = appendRequest(b, 2, v.Req)
-			b = appendUint(b, 3, uint64(v.Attempt))
-			return appendUint(b, 4, uint64(v.Reason)), ok && v.Reason <= msg.WaitLiveness
-		}
-	case msg.NotHome:
-		body = func(b []byte) ([]byte, bool) {
-			b, ok := appendKey(b, 1, v.Key)
-			return appendRequest(b, 2, v.Req), ok
-		}
-	case msg.Refused:
-		body = func(b []byte) ([]byte, bool) {
-			b, ok := appendKey(b, 1, v.Key)
-			b = appendRequest(b, 2, v.Req)
-			return appendUint(b, 3, uint64(v.Reason)), ok && v.Reason >= msg.RefusedNotMember && v.Reason <= msg.RefusedDuplicateID
-		}
-	case msg.Recall:
-		body = func(b []byte) ([]byte, bool) {
-			b, ok := appendKey(b, 1, v.Key)
-			return appendToken(b, 2, v.Token), ok
-		}
-	case msg.Release:
-		body = func(b []byte) ([]byte, bool) {
-			b, ok := appendKey(b, 1, v.Key)
-			b = appendToken(b, 2, v.Token)
-			return appendBytes(b, 3, v.Barrier), ok && len(v.Barrier) <= MaxBarrierLen
-		}
-	case msg.Renew:
-		body = func(b []byte) ([]byte, bool) {
-			b, ok := appendKey(b, 1, v.Key)
-			b = appendToken(b, 2, v.Token)
-			b = appendUint(b, 3, uint64(v.Attempt))
-			return appendUint(b, 4, uint64(v.Lease)), ok
-		}
-	case msg.RenewReply:
-		body = func(b []byte) ([]byte, bool) {
-			b, ok := appendKey(b, 1, v.Key)
-			b = appendToken(b, 2, v.Token)
-			b = appendUint(b, 3, uint64(v.Attempt))
-			b = appendBool(b, 4, v.OK)
-			return appendUint(b, 5, uint64(v.Lease)), ok
-		}
-	case msg.Withdraw:
-		body = func(b []byte) ([]byte, bool) {
-			b, ok := appendKey(b, 1, v.Key)
-			return appendRequest(b, 2, v.Req), ok
-		}
-	case msg.Renewal:
-		body = func(b []byte) ([]byte, bool) {
-			return appendUint(b, 1, v.Nonce), true
-		}
-	case msg.RenewalAnswer:
-		body = func(b []byte) ([]byte, bool) {
-			b = appendUint(b, 1, v.Nonce)
-			b = appendUint(b, 2, uint64(v.Result))
-			b = appendUint(b, 3, v.Promised)
-			return b, v.Result >= msg.RenewalOK && v.Result <= msg.RenewalUnknownEpoch
-		}
-	default:
-		return b, false
-	}
-	ok = true
+	ok = validString(string(env.To), MaxIDLen)
 	if env.From != (msg.Member{}) {
-		b = protowire.AppendTag(b, 1, protowire.BytesType)
-		b = appendNested(b, func(b []byte) []byte {
-			b = appendString(b, 1, string(env.From.ID))
-			b = appendUint(b, 2, env.From.Store)
-			b = appendString(b, 3, env.From.Addr)
-			return appendUint(b, 4, uint64(env.From.Version))
-		})
-		ok = validString(string(env.From.ID), MaxIDLen) && validString(env.From.Addr, MaxAddrLen)
+		at := beginNested(protowire.AppendTag(b, 1, protowire.BytesType))
+		b = appendString(at, 1, string(env.From.ID))
+		b = appendUint(b, 2, env.From.Store)
+		b = appendString(b, 3, env.From.Addr)
+		b = endNested(appendUint(b, 4, uint64(env.From.Version)), len(at))
+		ok = ok && validString(string(env.From.ID), MaxIDLen) && validString(env.From.Addr, MaxAddrLen)
 	}
 	b = appendUint(b, 2, env.FromInc)
 	b = appendString(b, 3, string(env.To))
 	b = appendUint(b, 4, env.Epoch)
 	b = appendUint(b, 5, env.Digest)
 	b = appendUint(b, 6, uint64(env.Version))
-	b = protowire.AppendTag(b, bodyField(env.Body.Kind()), protowire.BytesType)
-	bodyOK := true
-	b = appendNested(b, func(b []byte) []byte {
-		b, bodyOK = body(b)
-		return b
-	})
-	if !ok || !bodyOK || !validString(string(env.To), MaxIDLen) {
+	if env.Body == nil {
 		return b[:start], false
 	}
-	return b, true
+	body := beginNested(protowire.AppendTag(b, bodyField(env.Body.Kind()), protowire.BytesType))
+	b, bodyOK := appendBody(body, env.Body)
+	if !ok || !bodyOK {
+		return b[:start], false
+	}
+	return endNested(b, len(body)), true
+}
+
+// appendBody appends a body's fields; ok is false for a kind the direct
+// codec leaves to the generated code, or a body that fails a check.
+func appendBody(b []byte, body msg.Body) (_ []byte, ok bool) {
+	switch v := body.(type) {
+	case msg.Acquire:
+		b, ok = appendKey(b, 1, v.Key)
+		b = appendRequest(b, 2, v.Req)
+		b = appendUint(b, 3, uint64(v.Attempt))
+		b = appendUint(b, 4, uint64(v.Lease))
+		return appendBool(b, 5, v.Queued), ok
+	case msg.Grant:
+		b, ok = appendKey(b, 1, v.Key)
+		b = appendRequest(b, 2, v.Req)
+		b = appendUint(b, 3, uint64(v.Attempt))
+		b = appendToken(b, 4, v.Token)
+		b = appendUint(b, 5, uint64(v.Lease))
+		b = appendBytes(b, 6, v.Barrier)
+		b = appendBool(b, 7, v.Recalled)
+		b = appendBytes(b, 8, v.Signed)
+		b = appendBool(b, 9, v.Contended)
+		return b, ok && len(v.Barrier) <= MaxBarrierLen && len(v.Signed) <= MaxSignedLen
+	case msg.Wait:
+		b, ok = appendKey(b, 1, v.Key)
+		b = appendRequest(b, 2, v.Req)
+		b = appendUint(b, 3, uint64(v.Attempt))
+		return appendUint(b, 4, uint64(v.Reason)), ok && v.Reason <= msg.WaitLiveness
+	case msg.NotHome:
+		b, ok = appendKey(b, 1, v.Key)
+		return appendRequest(b, 2, v.Req), ok
+	case msg.Refused:
+		b, ok = appendKey(b, 1, v.Key)
+		b = appendRequest(b, 2, v.Req)
+		return appendUint(b, 3, uint64(v.Reason)), ok && v.Reason >= msg.RefusedNotMember && v.Reason <= msg.RefusedDuplicateID
+	case msg.Recall:
+		b, ok = appendKey(b, 1, v.Key)
+		return appendToken(b, 2, v.Token), ok
+	case msg.Release:
+		b, ok = appendKey(b, 1, v.Key)
+		b = appendToken(b, 2, v.Token)
+		return appendBytes(b, 3, v.Barrier), ok && len(v.Barrier) <= MaxBarrierLen
+	case msg.Renew:
+		b, ok = appendKey(b, 1, v.Key)
+		b = appendToken(b, 2, v.Token)
+		b = appendUint(b, 3, uint64(v.Attempt))
+		return appendUint(b, 4, uint64(v.Lease)), ok
+	case msg.RenewReply:
+		b, ok = appendKey(b, 1, v.Key)
+		b = appendToken(b, 2, v.Token)
+		b = appendUint(b, 3, uint64(v.Attempt))
+		b = appendBool(b, 4, v.OK)
+		return appendUint(b, 5, uint64(v.Lease)), ok
+	case msg.Withdraw:
+		b, ok = appendKey(b, 1, v.Key)
+		return appendRequest(b, 2, v.Req), ok
+	case msg.Renewal:
+		return appendUint(b, 1, v.Nonce), true
+	case msg.RenewalAnswer:
+		b = appendUint(b, 1, v.Nonce)
+		b = appendUint(b, 2, uint64(v.Result))
+		b = appendUint(b, 3, v.Promised)
+		return b, v.Result >= msg.RenewalOK && v.Result <= msg.RenewalUnknownEpoch
+	}
+	return b, false
 }
 
 // bodyField is the envelope's oneof field number of a body kind.
@@ -149,21 +125,22 @@ func bodyField(k msg.Kind) protowire.Number { return protowire.Number(20 + int(k
 // its bound and, as proto3 requires of strings, valid UTF-8.
 func validString(s string, max int) bool { return len(s) <= max && utf8.ValidString(s) }
 
-// appendNested appends a length-prefixed message that f appends. Messages
-// here are nearly always shorter than 128 bytes, so one byte is reserved for
-// the length and the message moves only when its length needs more.
-func appendNested(b []byte, f func([]byte) []byte) []byte {
-	at := len(b)
-	b = f(append(b, 0))
-	n := len(b) - at - 1
+// beginNested reserves a nested message's length, one byte: messages here
+// are nearly always shorter than 128 bytes. endNested writes the length of
+// what was appended since, moving the message only when its length needs
+// more bytes; at is the length of what beginNested returned.
+func beginNested(b []byte) []byte { return append(b, 0) }
+
+func endNested(b []byte, at int) []byte {
+	n := len(b) - at
 	if n < 0x80 {
-		b[at] = byte(n)
+		b[at-1] = byte(n)
 		return b
 	}
 	size := protowire.SizeVarint(uint64(n))
 	b = append(b, make([]byte, size-1)...)
-	copy(b[at+size:], b[at+1:at+1+n])
-	protowire.AppendVarint(b[:at], uint64(n))
+	copy(b[at-1+size:], b[at:at+n])
+	protowire.AppendVarint(b[:at-1], uint64(n))
 	return b
 }
 
@@ -208,10 +185,8 @@ func appendRequest(b []byte, num protowire.Number, r msg.RequestID) []byte {
 	if r == (msg.RequestID{}) {
 		return b
 	}
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return appendNested(b, func(b []byte) []byte {
-		return appendUint(appendUint(b, 1, r.Inc), 2, r.Seq)
-	})
+	at := beginNested(protowire.AppendTag(b, num, protowire.BytesType))
+	return endNested(appendUint(appendUint(at, 1, r.Inc), 2, r.Seq), len(at))
 }
 
 // appendToken writes the three fields a token has on the wire. A token
@@ -221,10 +196,8 @@ func appendToken(b []byte, num protowire.Number, t fence.Token) []byte {
 	if t.IsZero() {
 		return b
 	}
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return appendNested(b, func(b []byte) []byte {
-		return appendUint(appendUint(appendUint(b, 1, t.Epoch), 2, t.Incarnation), 3, t.Counter)
-	})
+	at := beginNested(protowire.AppendTag(b, num, protowire.BytesType))
+	return endNested(appendUint(appendUint(appendUint(at, 1, t.Epoch), 2, t.Incarnation), 3, t.Counter), len(at))
 }
 
 // wireReader reads one message's fields in the direct codec's plain form. Any
