@@ -89,3 +89,35 @@ func TestGrantThenQueueThenHandoff(t *testing.T) {
 		t.Fatalf("handoff granted %s with barrier %q after %s", next.Token, next.Barrier, g.Token)
 	}
 }
+
+// A step's messages cost the home no array of their own: answering a
+// resent Acquire allocates only the Grant it sends. And what an earlier
+// Ready returned does not stay reachable through the kept array.
+func TestReadyKeepsItsArray(t *testing.T) {
+	m, peer, now := benchHome(t)
+	keys := homedKeys(t, m, 3)
+	env := msg.Envelope{From: peer, FromInc: 1, Version: 1}
+	for i, key := range keys {
+		m.Acquire(now, env, msg.Acquire{Key: key, Req: msg.RequestID{Inc: 1, Seq: uint64(i + 1)}, Attempt: 1})
+	}
+	if n := len(m.Ready().Msgs); n != 3 {
+		t.Fatalf("three Acquires answered with %d messages", n)
+	}
+	resend := msg.Acquire{Key: keys[0], Req: msg.RequestID{Inc: 1, Seq: 1}, Attempt: 2}
+	m.Acquire(now, env, resend)
+	if out := m.Ready().Msgs; len(out) != 1 || out[0].Body.(msg.Grant).Key != keys[0] {
+		t.Fatalf("a resent Acquire answered with %v", out)
+	}
+	for _, stale := range m.out.Msgs[1:3] {
+		if stale.Body != nil {
+			t.Fatalf("the kept array still holds %v", stale.Body)
+		}
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		m.Acquire(now, env, resend)
+		m.Ready()
+	})
+	if allocs != 1 {
+		t.Fatalf("answering a resent Acquire allocated %v times, want 1 (its Grant)", allocs)
+	}
+}

@@ -63,6 +63,9 @@ type Machine struct {
 	// Stats counts no keys.
 	waiting int
 	out     Output
+	// readied is how many messages the last Ready returned in out.Msgs's
+	// array.
+	readied int
 }
 
 // New returns a home for incarnation cfg.Inc started at now. learned is the

@@ -28,8 +28,23 @@ func (m *Machine) send(to msg.NodeID, body msg.Body) {
 }
 
 // Ready returns what the inputs since the last call asked for and resets it.
+// Its Msgs are good until the machine's next call: the driver copies them
+// out at once, so the machine keeps their array for the next step's instead
+// of allocating one per step.
 func (m *Machine) Ready() Output {
 	o := m.out
-	m.out = Output{}
+	if n := len(o.Msgs); n < m.readied {
+		// Bodies the previous Ready returned would stay reachable here.
+		clear(o.Msgs[n:m.readied])
+	}
+	m.out, m.readied = Output{}, 0
+	if cap(o.Msgs) <= maxKeptMsgs {
+		m.out.Msgs, m.readied = o.Msgs[:0], len(o.Msgs)
+	}
 	return o
 }
+
+// maxKeptMsgs bounds the array Ready keeps: an epoch change can make one
+// step send to every waiter of every key, and that is no reason to hold its
+// array for good.
+const maxKeptMsgs = 1024

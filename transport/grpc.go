@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"sync"
 
@@ -29,6 +30,7 @@ type GRPC struct {
 	lis      net.Listener
 	srv      *grpc.Server
 	dialOpts []grpc.DialOption
+	codec    batchCodec
 
 	// ctx is cancelled by Close; every peer goroutine and stream derives from it.
 	ctx    context.Context
@@ -69,6 +71,16 @@ func NewGRPC(cfg Config, h Handler) (*GRPC, error) {
 		}
 	}
 
+	// A static flow-control window: gRPC's dynamic one estimates the
+	// bandwidth-delay product with a PING after every DATA frame that finds
+	// none outstanding, which on a stream of small request-reply frames is
+	// nearly every frame, and each costs a PING, its ack and a window update
+	// (two more writes and reads per frame). A window as large as the
+	// largest message lets one message of any size leave without waiting
+	// for a window update.
+	window := int32(min(cfg.MaxMsgSize, math.MaxInt32))
+	codec := newBatchCodec()
+
 	srvOpts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxMsgSize),
 		grpc.MaxSendMsgSize(cfg.MaxMsgSize),
@@ -78,6 +90,11 @@ func NewGRPC(cfg Config, h Handler) (*GRPC, error) {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveTime / 2, PermitWithoutStream: true}),
 		// Close must not return while a Handler still runs.
 		grpc.WaitForHandlers(true),
+		grpc.StaticStreamWindowSize(window),
+		grpc.StaticConnWindowSize(window),
+		// The server has one service, whose Batches the batch codec reads;
+		// it passes the rest to the proto codec.
+		grpc.ForceServerCodecV2(codec),
 	}
 	clientCreds := insecure.NewCredentials()
 	if serverTLS != nil {
@@ -101,8 +118,11 @@ func NewGRPC(cfg Config, h Handler) (*GRPC, error) {
 		peers:    make(map[msg.NodeID]*peer),
 		senders:  make(map[msg.NodeID]*senderSlot),
 		serveErr: make(chan error, 1),
+		codec:    codec,
 		dialOpts: []grpc.DialOption{
 			grpc.WithTransportCredentials(clientCreds),
+			grpc.WithStaticStreamWindowSize(window),
+			grpc.WithStaticConnWindowSize(window),
 			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(cfg.MaxMsgSize), grpc.MaxCallRecvMsgSize(cfg.MaxMsgSize)),
 			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout, PermitWithoutStream: true}),
 			grpc.WithConnectParams(grpc.ConnectParams{

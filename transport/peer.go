@@ -98,7 +98,7 @@ func (p *peer) stop() { p.cancel() }
 
 // stream is one open client stream and the signal that it ended.
 type stream struct {
-	s      grpc.ClientStreamingClient[pb.Batch, pb.StreamSummary]
+	s      grpc.ClientStream
 	cancel context.CancelFunc
 	// ended is closed when the receiver ended the stream or the connection
 	// broke; the sender then opens a new one before its next batch instead
@@ -129,7 +129,7 @@ func (p *peer) run() {
 		cur     *stream
 		opened  int
 		backoff = p.g.cfg.ReconnectBase
-		wire    = &pb.Batch{}
+		frame   outFrame
 	)
 	defer func() {
 		if cur != nil {
@@ -177,11 +177,8 @@ func (p *peer) run() {
 			// beyond QueueLen; this batch waits for the next stream.
 		}
 
-		wire.Envelopes = wire.Envelopes[:0]
-		for _, o := range batch {
-			wire.Envelopes = append(wire.Envelopes, o.data)
-		}
-		if err := cur.s.Send(wire); err != nil {
+		frame = batch
+		if err := cur.s.SendMsg(&frame); err != nil {
 			p.log.Debug("transport: stream to peer broke", "err", err, "lost", len(batch))
 			p.g.stats.lost.Add(uint64(len(batch)))
 			cur.cancel()
@@ -230,10 +227,10 @@ func (p *peer) frame(pending []outgoing) []outgoing {
 
 // open starts a stream. WaitForReady makes it wait for the connection
 // (which grpc redials with the configured backoff) instead of failing at
-// once while the peer is down.
+// once while the peer is down. Its frames go through the batch codec.
 func (p *peer) open() (*stream, error) {
 	ctx, cancel := context.WithCancel(p.ctx)
-	s, err := p.client.Stream(ctx, grpc.WaitForReady(true))
+	s, err := p.client.Stream(ctx, grpc.WaitForReady(true), grpc.ForceCodecV2(p.g.codec))
 	if err != nil {
 		cancel()
 		return nil, err

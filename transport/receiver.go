@@ -42,8 +42,11 @@ func (r *receiver) Stream(s grpc.ClientStreamingServer[pb.Batch, pb.StreamSummar
 	slot, gen := g.claimSlot(from)
 	defer g.releaseSlot(from, slot, gen)
 
+	var frame inFrame
 	for {
-		batch, err := s.Recv()
+		// The stream's messages are Batches; the batch codec reads one
+		// into frame (batchcodec.go).
+		err := s.RecvMsg(&frame)
 		if errors.Is(err, io.EOF) {
 			return s.SendAndClose(&pb.StreamSummary{})
 		}
@@ -55,15 +58,14 @@ func (r *receiver) Stream(s grpc.ClientStreamingServer[pb.Batch, pb.StreamSummar
 			slot.mu.Unlock()
 			return status.Error(codes.Aborted, "transport: superseded by a newer stream from the same node")
 		}
-		for _, data := range batch.GetEnvelopes() {
-			env, err := pb.Decode(data)
-			if err != nil {
+		for _, in := range frame.envs {
+			if in.err != nil {
 				g.stats.refused.Add(1)
-				g.log.Debug("transport: refused envelope", "from", string(from), "err", err)
+				g.log.Debug("transport: refused envelope", "from", string(from), "err", in.err)
 				continue
 			}
-			g.stats.received(env.Body.Kind(), len(data))
-			g.handler(env)
+			g.stats.received(in.env.Body.Kind(), in.size)
+			g.handler(in.env)
 		}
 		slot.mu.Unlock()
 	}

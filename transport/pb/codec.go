@@ -1,7 +1,9 @@
 package pb
 
 import (
+	"bytes"
 	"fmt"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -13,10 +15,40 @@ import (
 // Encode returns the wire form of env. It refuses what Decode would refuse
 // (an unknown body, an out-of-range enum, a field over its bound), so that a
 // sender finds its own bug instead of every receiver dropping the message.
-func Encode(env msg.Envelope) ([]byte, error) { return AppendEncode(nil, env) }
+func Encode(env msg.Envelope) ([]byte, error) {
+	// Appending to nil would grow the slice several times over; encoding
+	// into a scratch buffer and copying out allocates once, at the size.
+	scratch := encodeScratch.Get().(*[]byte)
+	defer encodeScratch.Put(scratch)
+	b, err := AppendEncode((*scratch)[:0], env)
+	if cap(b) <= maxScratch {
+		*scratch = b[:0]
+	}
+	if err != nil {
+		return nil, err
+	}
+	return bytes.Clone(b), nil
+}
+
+// maxScratch bounds the scratch buffers Encode keeps: the rare large
+// envelope (an epoch of many members) is not worth holding on to.
+const maxScratch = 16 << 10
+
+var encodeScratch = sync.Pool{New: func() any { return new([]byte) }}
 
 // AppendEncode appends the wire form of env to b.
 func AppendEncode(b []byte, env msg.Envelope) ([]byte, error) {
+	// The direct codec's messages are far below MaxEnvelopeSize: their
+	// variable fields are all bounded.
+	if out, ok := appendDirect(b, env); ok {
+		return out, nil
+	}
+	return appendGenerated(b, env)
+}
+
+// appendGenerated is AppendEncode through the generated code: every kind,
+// and the errors.
+func appendGenerated(b []byte, env msg.Envelope) ([]byte, error) {
 	p, err := ToProto(env)
 	if err != nil {
 		return b, err
@@ -37,9 +69,31 @@ func AppendEncode(b []byte, env msg.Envelope) ([]byte, error) {
 // nil, so a message whose slices are empty but not nil does not round-trip
 // with reflect.DeepEqual; every other value does.
 func Decode(b []byte) (msg.Envelope, error) {
+	return decode(b, nil)
+}
+
+// A Decoder decodes the envelopes of one stream, from one sender: the names
+// every envelope repeats (the sender's ID and address, the receiver's ID) are
+// allocated once, not per envelope. It accepts, refuses and returns exactly
+// what Decode does. It is not safe for concurrent use.
+type Decoder struct{ names names }
+
+// Decode is Decode.
+func (d *Decoder) Decode(b []byte) (msg.Envelope, error) { return decode(b, &d.names) }
+
+func decode(b []byte, cache *names) (msg.Envelope, error) {
 	if len(b) > MaxEnvelopeSize {
 		return msg.Envelope{}, fmt.Errorf("%w: envelope of %d bytes exceeds %d", ErrMessageTooLarge, len(b), MaxEnvelopeSize)
 	}
+	if env, ok := decodeDirect(b, cache); ok {
+		return env, nil
+	}
+	return decodeGenerated(b)
+}
+
+// decodeGenerated is Decode through the generated code: every kind and form,
+// and the errors.
+func decodeGenerated(b []byte) (msg.Envelope, error) {
 	var p Envelope
 	if err := proto.Unmarshal(b, &p); err != nil {
 		return msg.Envelope{}, fmt.Errorf("%w: %v", ErrMalformed, err)
