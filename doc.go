@@ -31,14 +31,17 @@
 //
 // # The driver
 //
-// One mutex guards the core. Every input — a message from the transport, the
-// timer, Lock, Unlock, a store hook finishing — is one step under it, and
-// each step's Ready is carried out in order: the durable writes are committed
-// to the Pebble store (synced) first, then the messages are handed to the
+// Every input — a message from the transport, the timer, a Lock that must
+// ask, an Unlock that hands on, a store hook finishing — is one step of the
+// core, under the node mutex and every shard lock (shards.go), and each
+// step's Ready is carried out in order: the durable writes are committed to
+// the Pebble store (synced) first, then the messages are handed to the
 // transport (which never blocks), then the events go to the waiting lockers
-// or start store hooks. Store hooks run on their own goroutines, off the
-// mutex, bounded by the delegation's lease, and report back tagged with the
-// token. One timer goroutine sleeps until the core's next deadline (at most
+// or start store hooks. The repeat lock and unlock of a key whose delegation
+// this node holds take only the key's shard lock, so they run on every core
+// at once. Store hooks run on worker goroutines kept while hooks keep
+// coming (a second idle ends one), off the locks, bounded by the
+// delegation's lease, and report back tagged with the token. One timer goroutine sleeps until the core's next deadline (at most
 // 100ms) and ticks; on each tick it also checks for a clock jump and, every
 // RetryInterval, hands memberlist's view to the core's membership decisions
 // (internal/core members.go) and carries out what they return: a join

@@ -212,34 +212,81 @@ func (n *Node) runHook(now time.Time, e delegation.Event) {
 		n.apply(now, n.core.Fresh(now, e.Key, e.Token, nil))
 		return
 	}
-	d := e.Deadline.Sub(now)
+	n.startHook(hookRun{e: e, d: e.Deadline.Sub(now)})
+}
+
+// hookRun is one store hook to run: its event and how long it may take.
+type hookRun struct {
+	e delegation.Event
+	d time.Duration
+}
+
+// hookIdle is how long a hook worker waits for the next hook before it
+// exits.
+const hookIdle = time.Second
+
+// startHook hands r to an idle hook worker, or starts one (mu held). A
+// handoff runs two hooks, and a goroutine per hook cost its creation and,
+// as a store's hooks grow it, its stack again every time: kept workers
+// keep theirs.
+func (n *Node) startHook(r hookRun) {
+	select {
+	case n.hookQ <- r:
+		return
+	default:
+	}
 	n.hooks.Add(1)
-	go func() {
-		defer n.hooks.Done()
-		ctx := newHookContext(n.hookCtx, d)
-		defer ctx.cancel()
-		var barrier []byte
-		var err error
-		if settle {
-			barrier, err = n.cfg.Barrier(ctx, e.Key, e.Barrier)
-		} else {
-			err = n.cfg.WaitFresh(ctx, e.Key, e.Barrier)
-		}
-		if err != nil {
-			n.log.Warn("store hook failed", "settle", settle, "key", e.Key, "token", e.Token, "err", err)
-		}
-		n.lockAll()
-		defer n.unlockAll()
-		if !n.usable() {
+	go n.hookWorker(r)
+}
+
+// hookWorker runs r, then the hooks handed to it until it has waited
+// hookIdle for one or the node stops.
+func (n *Node) hookWorker(r hookRun) {
+	defer n.hooks.Done()
+	idle := time.NewTimer(hookIdle)
+	defer idle.Stop()
+	for {
+		n.runHookNow(r)
+		idle.Reset(hookIdle)
+		select {
+		case r = <-n.hookQ:
+		case <-idle.C:
+			return
+		case <-n.stop:
 			return
 		}
-		now := n.clock.Now()
-		if settle {
-			n.apply(now, n.core.Settled(now, e.Key, e.Token, barrier, err))
-		} else {
-			n.apply(now, n.core.Fresh(now, e.Key, e.Token, err))
-		}
-	}()
+	}
+}
+
+// runHookNow runs one store hook, bounded by the delegation's lease, and
+// reports its completion tagged with the token (a completion for another
+// token is dropped by the holder, H20).
+func (n *Node) runHookNow(r hookRun) {
+	e := r.e
+	settle := e.Kind == delegation.Settle
+	ctx := newHookContext(n.hookCtx, r.d)
+	defer ctx.cancel()
+	var barrier []byte
+	var err error
+	if settle {
+		barrier, err = n.cfg.Barrier(ctx, e.Key, e.Barrier)
+	} else {
+		err = n.cfg.WaitFresh(ctx, e.Key, e.Barrier)
+	}
+	if err != nil {
+		n.log.Warn("store hook failed", "settle", settle, "key", e.Key, "token", e.Token, "err", err)
+	}
+	n.lockAll()
+	defer n.unlockAll()
+	if !n.usable() {
+		return
+	}
+	now := n.clock.Now()
+	if settle {
+		n.apply(now, n.core.Settled(now, e.Key, e.Token, barrier, err))
+	} else {
+		n.apply(now, n.core.Fresh(now, e.Key, e.Token, err))
+	}
 }
 
 // rearm wakes the timer goroutine if the machines now want a tick before the

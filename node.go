@@ -75,7 +75,8 @@ type Node struct {
 	kick       chan struct{}
 	stop       chan struct{}
 	wg         sync.WaitGroup // the timer goroutine
-	hooks      sync.WaitGroup // store hook goroutines
+	hooks      sync.WaitGroup // store hook workers
+	hookQ      chan hookRun   // to an idle hook worker (unbuffered: none idle, none takes it)
 	hookCtx    context.Context
 	hookCancel context.CancelFunc
 	closeOnce  sync.Once
@@ -109,6 +110,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		shards:  newLockShards(core.HolderShards),
 		epochCh: make(chan struct{}),
 		kick:    make(chan struct{}, 1),
+		hookQ:   make(chan hookRun),
 		stop:    make(chan struct{}),
 	}
 	n.local.m = make(map[string]*localLock)
