@@ -22,7 +22,7 @@ type Config struct {
 	// Lease is the delegation lease to ask for.
 	Lease time.Duration
 	// Shards splits the keys into this many groups (1 when 0 or less) by
-	// ShardOf. TryAdmit and TryUnlock read and write only their key's
+	// ShardOf. TryAdmit and TryUnlockIn read and write only their key's
 	// group, so a driver may run them for keys of different groups at once,
 	// each under that group's lock, as long as every other call holds all
 	// the groups' locks. The machine's decisions do not depend on the

@@ -23,7 +23,7 @@
 // TryAdmit admits with zero messages and no allocation.
 //
 // The keys are split into shards (Config.Shards, ShardOf). TryAdmit and
-// TryUnlock touch only their key's shard, so a driver runs them for keys of
+// TryUnlockIn touch only their key's shard, so a driver runs them for keys of
 // different shards on different cores, each under its shard's lock, while
 // every other call holds all the shards' locks. The count decides nothing:
 // it changes only the order in which one Tick serves keys due at the same

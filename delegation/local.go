@@ -15,7 +15,12 @@ import (
 // configuration and the origins of held delegations, which only other calls
 // change (Config.Shards).
 func (m *Machine) TryAdmit(now time.Time, key string, locker uint64, lease time.Duration) (Event, bool) {
-	s := m.shardOf(key)
+	return m.TryAdmitIn(m.Shard(key), now, key, locker, lease)
+}
+
+// TryAdmitIn is TryAdmit for a driver that has key's shard i at hand.
+func (m *Machine) TryAdmitIn(i int, now time.Time, key string, locker uint64, lease time.Duration) (Event, bool) {
+	s := &m.shards[i]
 	ks := s.keys.Get(key)
 	if ks == nil || ks.active != 0 || len(ks.queue()) > 0 || !m.canAdmit(now, ks) {
 		return Event{}, false
@@ -63,13 +68,13 @@ func (m *Machine) Unlock(now time.Time, key string, locker uint64) bool {
 	return false
 }
 
-// TryUnlock is Unlock's fast path, which needs no clock: it ends locker's
-// critical section and reports true when nothing else is left to do (no
-// local locker waits and the delegation is not draining). Otherwise it
-// changes nothing and the caller uses Unlock with the current time.
-// Like TryAdmit, it touches only key's shard.
-func (m *Machine) TryUnlock(key string, locker uint64) bool {
-	s := m.shardOf(key)
+// TryUnlockIn is Unlock's fast path for key, in shard i (ShardOf), which
+// needs no clock: it ends locker's critical section and reports true when
+// nothing else is left to do (no local locker waits and the delegation is
+// not draining). Otherwise it changes nothing and the caller uses Unlock
+// with the current time. Like TryAdmit, it touches only key's shard.
+func (m *Machine) TryUnlockIn(i int, key string, locker uint64) bool {
+	s := &m.shards[i]
 	ks := s.keys.Get(key)
 	if ks == nil || ks.active == 0 || s.handle(ks).locker != locker {
 		return true

@@ -10,7 +10,7 @@ import (
 )
 
 // shard is one group of keys with everything the zero-message fast path
-// (TryAdmit, TryUnlock) writes: the keys' states, their wake-ups, the
+// (TryAdmit, TryUnlockIn) writes: the keys' states, their wake-ups, the
 // admitted critical sections and the fast path's counters. Nothing on that
 // path writes outside its key's shard, so a driver may run the fast path of
 // keys in different shards at once, each under a lock of its own, while
@@ -45,7 +45,7 @@ func ShardOf(key string, n int) int {
 }
 
 // Shard is key's shard: a driver holds that shard's lock around TryAdmit and
-// TryUnlock for key.
+// TryUnlockIn for key.
 func (m *Machine) Shard(key string) int { return ShardOf(key, len(m.shards)) }
 
 // Shards is how many shards the machine has (at least 1).

@@ -245,9 +245,11 @@ func (n *Node) ClockJump(now time.Time) Ready {
 	return n.flush(now)
 }
 
-// TryAdmit is the zero-message fast path (see delegation.Machine.TryAdmit).
-func (n *Node) TryAdmit(now time.Time, key string, locker uint64, lease time.Duration) (delegation.Event, bool) {
-	return n.holder.TryAdmit(now, key, locker, lease)
+// TryAdmitIn is the zero-message fast path (delegation.Machine.TryAdmitIn)
+// for key, whose holder shard is shard: the driver holds only that shard's
+// lock around it.
+func (n *Node) TryAdmitIn(shard int, now time.Time, key string, locker uint64, lease time.Duration) (delegation.Event, bool) {
+	return n.holder.TryAdmitIn(shard, now, key, locker, lease)
 }
 
 // Lock queues locker for key; an event answers it.
@@ -265,8 +267,11 @@ func (n *Node) Unlock(now time.Time, key string, locker uint64) (Ready, bool) {
 	return n.flush(now), true
 }
 
-// TryUnlock is the clock-free fast path of Unlock (see delegation).
-func (n *Node) TryUnlock(key string, locker uint64) bool { return n.holder.TryUnlock(key, locker) }
+// TryUnlockIn is the clock-free fast path of Unlock (see delegation) for
+// key, whose holder shard is shard, under that shard's lock alone.
+func (n *Node) TryUnlockIn(shard int, key string, locker uint64) bool {
+	return n.holder.TryUnlockIn(shard, key, locker)
+}
 
 // Cancel withdraws a queued locker.
 func (n *Node) Cancel(now time.Time, key string, locker uint64) Ready {
