@@ -10,4 +10,12 @@
 // of the lock protocol are mutually exclusive (docs/design.md,
 // Capability negotiation): a cluster changes its wire format only through an epoch
 // whose members all speak the new one.
+//
+// The messages a lock sends (the delegation kinds and epoch renewals) are
+// encoded and decoded by a direct codec (direct.go) that skips the generated
+// structs: it writes exactly the bytes proto.Marshal writes and reads only
+// that plain form, handing anything else to the generated code, so what
+// Decode accepts does not depend on the path (FuzzDirectEncode,
+// FuzzDirectDecode). The stream's frames have a codec of their own (the
+// transport's batch codec) that writes the envelopes' bytes as they are.
 package pb
