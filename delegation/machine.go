@@ -9,6 +9,7 @@ import (
 	"github.com/homelock/homelock/fence"
 	"github.com/homelock/homelock/internal/deadline"
 	"github.com/homelock/homelock/internal/intern"
+	"github.com/homelock/homelock/internal/outbuf"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -27,8 +28,8 @@ type Machine struct {
 	origins intern.Table[origin]
 	stats   Stats
 	out     Output
-	// readied is how much of out's arrays the last Ready returned.
-	readied struct{ msgs, events int }
+	// kept keeps out's arrays from step to step (Ready).
+	kept struct{ msgs, events outbuf.Kept }
 
 	// gauges are kept as keys change (setPhase, setQueue): Stats reads them
 	// instead of scanning every key.
@@ -53,27 +54,10 @@ func New(cfg Config) *Machine {
 // step's instead of allocating them in every step that sends or reports.
 func (m *Machine) Ready() Output {
 	o := m.out
-	m.out.Msgs, m.readied.msgs = keep(o.Msgs, m.readied.msgs)
-	m.out.Events, m.readied.events = keep(o.Events, m.readied.events)
+	m.out.Msgs = outbuf.Keep(&m.kept.msgs, o.Msgs)
+	m.out.Events = outbuf.Keep(&m.kept.events, o.Events)
 	return o
 }
-
-// keep returns s's array emptied for the next step, and how much of it the
-// caller now reads, after clearing what an earlier step left there beyond
-// that (readied long): nothing returned before stays reachable. An array
-// over maxKept is dropped rather than held (an epoch change can fail every
-// queued locker in one step).
-func keep[T any](s []T, readied int) ([]T, int) {
-	if n := len(s); n < readied {
-		clear(s[n:readied])
-	}
-	if cap(s) > maxKept {
-		return nil, 0
-	}
-	return s[:0], len(s)
-}
-
-const maxKept = 1024
 
 func (m *Machine) send(to msg.NodeID, body msg.Body) {
 	m.out.Msgs = append(m.out.Msgs, msg.Envelope{To: to, Body: body})

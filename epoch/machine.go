@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/homelock/homelock/internal/outbuf"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -104,6 +105,7 @@ type Machine struct {
 	out   Output
 	selfQ []msg.Envelope
 	msgs  []msg.Envelope
+	kept  outbuf.Kept
 }
 
 // New returns a machine restored from its durable state. A restored epoch is
@@ -302,7 +304,7 @@ func (m *Machine) finish(now time.Time) Output {
 	}
 	m.out = Output{}
 	if out.Msgs != nil {
-		m.msgs = out.Msgs
+		m.msgs = outbuf.Keep(&m.kept, out.Msgs)
 	}
 	return out
 }

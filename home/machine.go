@@ -9,6 +9,7 @@ import (
 	"github.com/homelock/homelock/internal/deadline"
 	"github.com/homelock/homelock/internal/intern"
 	"github.com/homelock/homelock/internal/keytab"
+	"github.com/homelock/homelock/internal/outbuf"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -63,9 +64,8 @@ type Machine struct {
 	// Stats counts no keys.
 	waiting int
 	out     Output
-	// readied is how many messages the last Ready returned in out.Msgs's
-	// array.
-	readied int
+	// kept keeps out.Msgs's array from step to step (Ready).
+	kept outbuf.Kept
 }
 
 // New returns a home for incarnation cfg.Inc started at now. learned is the

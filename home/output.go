@@ -1,6 +1,9 @@
 package home
 
-import "github.com/homelock/homelock/msg"
+import (
+	"github.com/homelock/homelock/internal/outbuf"
+	"github.com/homelock/homelock/msg"
+)
 
 // Output is what the machine asks its driver to do: sync GatePassed markers,
 // then send Msgs. Envelope headers are filled by the driver except To.
@@ -33,18 +36,6 @@ func (m *Machine) send(to msg.NodeID, body msg.Body) {
 // of allocating one per step.
 func (m *Machine) Ready() Output {
 	o := m.out
-	if n := len(o.Msgs); n < m.readied {
-		// Bodies the previous Ready returned would stay reachable here.
-		clear(o.Msgs[n:m.readied])
-	}
-	m.out, m.readied = Output{}, 0
-	if cap(o.Msgs) <= maxKeptMsgs {
-		m.out.Msgs, m.readied = o.Msgs[:0], len(o.Msgs)
-	}
+	m.out = Output{Msgs: outbuf.Keep(&m.kept, o.Msgs)}
 	return o
 }
-
-// maxKeptMsgs bounds the array Ready keeps: an epoch change can make one
-// step send to every waiter of every key, and that is no reason to hold its
-// array for good.
-const maxKeptMsgs = 1024

@@ -7,6 +7,7 @@ import (
 	"github.com/homelock/homelock/epoch"
 	"github.com/homelock/homelock/fence"
 	"github.com/homelock/homelock/home"
+	"github.com/homelock/homelock/internal/outbuf"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -92,10 +93,9 @@ type Node struct {
 	mem members
 
 	rd Ready
-	// readied is how much of rd.Msgs's array the last step returned: the
-	// array is kept from step to step (flush).
-	readied int
-	local   []msg.Envelope
+	// kept keeps rd.Msgs's array from step to step (flush).
+	kept  outbuf.Kept
+	local []msg.Envelope
 	// spare is flush's second buffer for local (empty between steps).
 	spare []msg.Envelope
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/homelock/homelock/epoch"
+	"github.com/homelock/homelock/internal/outbuf"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -204,26 +205,9 @@ func (n *Node) flush(now time.Time) Ready {
 	}
 	rd := n.rd
 	n.rd = Ready{}
-	n.rd.Msgs, n.readied = keepArray(rd.Msgs, n.readied)
+	n.rd.Msgs = outbuf.Keep(&n.kept, rd.Msgs)
 	return rd
 }
-
-// keepArray returns msgs's array emptied for the next step's messages, and
-// how much of it the caller now reads, after clearing what an earlier step
-// left there beyond that (readied long), so that nothing returned before
-// stays reachable. An array of over maxKept messages is dropped rather than
-// held (a reclaim can send thousands at once).
-func keepArray(msgs []Outgoing, readied int) ([]Outgoing, int) {
-	if n := len(msgs); n < readied {
-		clear(msgs[n:readied])
-	}
-	if cap(msgs) > maxKept {
-		return nil, 0
-	}
-	return msgs[:0], len(msgs)
-}
-
-const maxKept = 1024
 
 func (n *Node) observe(env msg.Envelope, sent bool) {
 	if n.cfg.Observe != nil {
