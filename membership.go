@@ -165,10 +165,7 @@ func (n *Node) kickNow() {
 	n.lockAll()
 	n.member.nextScan = time.Time{}
 	n.unlockAll()
-	select {
-	case n.kick <- struct{}{}:
-	default:
-	}
+	n.kickTimer()
 }
 
 // waitMember waits until the learned epoch (number ≥ 1) does or does not

@@ -54,14 +54,14 @@ func (n *Node) shardOf(key string) *lockShard {
 	return &n.shards[delegation.ShardOf(key, len(n.shards))]
 }
 
-// lockerID returns a new locker ID for a key of s, unique in this node
-// (s's lock held).
 // lockerShard is the shard of the key a locker ID was made for: its low
 // bits, with no hashing of the key.
 func (n *Node) lockerShard(locker uint64) *lockShard {
 	return &n.shards[locker&(1<<shardBits-1)]
 }
 
+// lockerID returns a new locker ID for a key of s, unique in this node
+// (s's lock held).
 func (s *lockShard) lockerID() uint64 {
 	s.lockers++
 	return s.lockers<<shardBits | s.index

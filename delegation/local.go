@@ -15,7 +15,7 @@ import (
 // configuration and the origins of held delegations, which only other calls
 // change (Config.Shards).
 func (m *Machine) TryAdmit(now time.Time, key string, locker uint64, lease time.Duration) (Event, bool) {
-	return m.TryAdmitIn(m.Shard(key), now, key, locker, lease)
+	return m.TryAdmitIn(ShardOf(key, len(m.shards)), now, key, locker, lease)
 }
 
 // TryAdmitIn is TryAdmit for a driver that has key's shard i at hand.

@@ -44,13 +44,6 @@ func ShardOf(key string, n int) int {
 	return int(xxhash.Sum64String(key) % uint64(n))
 }
 
-// Shard is key's shard: a driver holds that shard's lock around TryAdmit and
-// TryUnlockIn for key.
-func (m *Machine) Shard(key string) int { return ShardOf(key, len(m.shards)) }
-
-// Shards is how many shards the machine has (at least 1).
-func (m *Machine) Shards() int { return len(m.shards) }
-
 func (m *Machine) shardOf(key string) *shard { return &m.shards[ShardOf(key, len(m.shards))] }
 
 // get returns key's state, nil if there is none.

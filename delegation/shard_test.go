@@ -155,37 +155,3 @@ func shardRun(t *testing.T, seed uint64, shards int) []string {
 	steps = append(steps, fmt.Sprintf("stats %+v", st), fmt.Sprint(m.NextDeadline()), fmt.Sprint(m.HeldKeys()))
 	return steps
 }
-
-// TestReadyKeepsItsArrays: the repeat of a step that sends and reports costs
-// the holder no array of its own, and what an earlier Ready returned does
-// not stay reachable through the kept arrays.
-func TestReadyKeepsItsArrays(t *testing.T) {
-	m, now := heldMachine(t, "k")
-	for _, key := range []string{"a", "b", "c"} {
-		m.Lock(now, key, 9, now.Add(time.Second), 0)
-	}
-	if out := m.Ready(); len(out.Msgs) != 3 {
-		t.Fatalf("three Locks sent %d messages", len(out.Msgs))
-	}
-	m.Cancel(now, "a", 9)
-	if out := m.Ready(); len(out.Msgs) != 1 {
-		t.Fatalf("a cancel sent %v, want its Withdraw", out.Msgs)
-	}
-	for _, stale := range m.out.Msgs[1:3] {
-		if stale.Body != nil {
-			t.Fatalf("the kept array still holds %v", stale.Body)
-		}
-	}
-	tok, _, _, _ := m.Holding("k")
-	env := msg.Envelope{From: msg.Member{ID: "n1", Store: 1, Addr: "n1", Version: 1}, FromInc: 1}
-	allocs := testing.AllocsPerRun(100, func() {
-		// A Recall of a token no longer held is answered with a Release.
-		m.Recall(now, env, msg.Recall{Key: "k", Token: fence.Token{Epoch: tok.Epoch, Incarnation: tok.Incarnation, Counter: tok.Counter + 9}})
-		if out := m.Ready(); len(out.Msgs) != 1 {
-			t.Fatalf("a stale Recall was answered with %v", out.Msgs)
-		}
-	})
-	if allocs > 1 {
-		t.Fatalf("answering a stale Recall allocated %v times, want at most its Release", allocs)
-	}
-}
