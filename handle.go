@@ -200,7 +200,7 @@ func (n *Node) unlock(h *Handle) {
 	if s.section(h.slot) == h {
 		s.setSection(h.slot, nil)
 	}
-	done := !n.usable() || n.core.TryUnlockIn(int(s.index), h.key, h.locker)
+	done := !n.usable() || n.core.TryUnlockIn(s.index, h.key, h.locker)
 	s.mu.Unlock()
 	if done {
 		return

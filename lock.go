@@ -148,10 +148,10 @@ func (n *Node) lock(ctx context.Context, key string, o lockOptions, try bool) (*
 		s.mu.Unlock()
 		return nil, err
 	}
-	if ev, ok := n.core.TryAdmitIn(int(s.index), n.clock.Now(), key, s.lockerID(), o.lease); ok {
+	if ev, ok := n.core.TryAdmitIn(s.index, n.clock.Now(), key, s.lockerID(), o.lease); ok {
 		h := n.admitted(s, ev)
 		// Only the key's shard's wake-ups can have moved.
-		n.lowerArmed(n.core.Holder().NextDeadlineIn(int(s.index)))
+		n.lowerArmed(n.core.Holder().NextDeadlineIn(s.index))
 		s.mu.Unlock()
 		return h, nil
 	}

@@ -19,7 +19,7 @@ import (
 // the core itself) is only written under lockAll.
 type lockShard struct {
 	mu    sync.Mutex
-	index uint64
+	index int
 	// lockers counts the lockers of this shard's keys; a locker's ID is
 	// the count and the shard's index (lockerID).
 	lockers uint64
@@ -44,7 +44,7 @@ func newLockShards(n int) []lockShard {
 	}
 	s := make([]lockShard, n)
 	for i := range s {
-		s[i].index = uint64(i)
+		s[i].index = i
 	}
 	return s
 }
@@ -64,7 +64,7 @@ func (n *Node) lockerShard(locker uint64) *lockShard {
 // (s's lock held).
 func (s *lockShard) lockerID() uint64 {
 	s.lockers++
-	return s.lockers<<shardBits | s.index
+	return s.lockers<<shardBits | uint64(s.index)
 }
 
 // section is the handle admitted at slot, nil if none.
