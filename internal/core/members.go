@@ -177,9 +177,7 @@ func (n *Node) Gossip(now time.Time, peers []GossipPeer) {
 			m.gossipAddr[p.Member.ID] = p.Gossip
 			m.savedFor.ok = false
 		}
-		if len(m.retry) > 0 {
-			delete(m.retry, p.Gossip)
-		}
+		delete(m.retry, p.Gossip)
 	}
 }
 
@@ -423,14 +421,7 @@ func (n *Node) detectDown(now time.Time) {
 			continue
 		}
 		if m.alive(mb) {
-			// Both maps are empty while every member looks alive: skip
-			// hashing the key, once per member and gossip round.
-			if len(m.downSince) > 0 {
-				delete(m.downSince, k)
-			}
-			if len(m.proposed) == 0 {
-				continue
-			}
+			delete(m.downSince, k)
 			if _, asked := m.proposed[k]; asked {
 				delete(m.proposed, k)
 				if n.ep.WithdrawRemove(mb) {
