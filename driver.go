@@ -125,7 +125,7 @@ func (n *Node) revokeAll() {
 		for j, h := range s.sections {
 			if h != nil {
 				s.sections[j] = nil
-				h.end(stateLost)
+				h.end()
 			}
 		}
 	}
@@ -154,7 +154,7 @@ func (n *Node) deliver(now time.Time, e delegation.Event) {
 		s := n.shardOf(e.Key)
 		if h := s.section(e.Slot); h != nil && h.locker == e.Locker {
 			s.setSection(e.Slot, nil)
-			h.end(stateLost)
+			h.end()
 			n.log.Debug("lease lost", "key", e.Key, "token", e.Token, "detail", e.Detail)
 		}
 	case delegation.Failed:
@@ -168,13 +168,16 @@ func (n *Node) deliver(now time.Time, e delegation.Event) {
 	}
 }
 
-// admitted makes the Handle for an Admitted event of a key of s (s's lock
-// held).
-func (n *Node) admitted(s *lockShard, e delegation.Event) *Handle {
-	h := &Handle{n: n, key: e.Key, locker: e.Locker, slot: e.Slot, token: e.Token, signed: e.Signed, scope: ScopeCluster}
-	h.expires.Store(int64(e.Expires.Sub(bootEpoch)))
-	s.setSection(e.Slot, h)
-	return h
+// admitted makes the Handle for an Admitted event of a key of s, on a
+// section of a new generation (s's lock held).
+func (n *Node) admitted(s *lockShard, e delegation.Event) Handle {
+	sec := s.take(n)
+	sec.locker, sec.slot = e.Locker, e.Slot
+	sec.expires.Store(int64(e.Expires.Sub(bootEpoch)))
+	gen := sec.word.Load()>>stateBits + 1
+	sec.word.Store(packWord(gen, stateHeld))
+	s.setSection(e.Slot, sec)
+	return Handle{s: sec, gen: gen, key: e.Key, token: e.Token, signed: e.Signed, scope: ScopeCluster}
 }
 
 // failure maps a Failed event to the exported error it stands for.

@@ -24,7 +24,7 @@ func TestHeldWhileAliveContended(t *testing.T) {
 		}
 		h, err := c.nodes[0].Lock(context.Background(), key, opts...)
 		require.NoError(t, err)
-		got := make(chan *Handle, 1)
+		got := make(chan Handle, 1)
 		go func() {
 			h2, err := c.nodes[1].Lock(context.Background(), key, WithWait(time.Minute))
 			if err != nil {

@@ -53,12 +53,12 @@ func (l *localLocks) next() uint64 {
 }
 
 // lockLocal takes key's node-scope lock.
-func (n *Node) lockLocal(ctx context.Context, key string, o lockOptions, try bool) (*Handle, error) {
+func (n *Node) lockLocal(ctx context.Context, key string, o lockOptions, try bool) (Handle, error) {
 	n.mu.Lock()
 	err := n.admissible(key)
 	n.mu.Unlock()
 	if err != nil {
-		return nil, err
+		return Handle{}, err
 	}
 	ll := n.local.get(key)
 	select {
@@ -66,7 +66,7 @@ func (n *Node) lockLocal(ctx context.Context, key string, o lockOptions, try boo
 	default:
 		if try {
 			n.local.put(key, ll)
-			return nil, fmt.Errorf("%w: key %q: held by another node-scope locker", ErrTimeout, key)
+			return Handle{}, fmt.Errorf("%w: key %q: held by another node-scope locker", ErrTimeout, key)
 		}
 		t := time.NewTimer(o.wait)
 		defer t.Stop()
@@ -74,26 +74,33 @@ func (n *Node) lockLocal(ctx context.Context, key string, o lockOptions, try boo
 		case ll.slot <- struct{}{}:
 		case <-t.C:
 			n.local.put(key, ll)
-			return nil, fmt.Errorf("%w: key %q: node-scope lock still held after %v", ErrTimeout, key, o.wait)
+			return Handle{}, fmt.Errorf("%w: key %q: node-scope lock still held after %v", ErrTimeout, key, o.wait)
 		case <-ctx.Done():
 			n.local.put(key, ll)
-			return nil, fmt.Errorf("homelock: key %q: %w", key, ctx.Err())
+			return Handle{}, fmt.Errorf("homelock: key %q: %w", key, ctx.Err())
 		}
 	}
-	h := &Handle{n: n, key: key, scope: ScopeNode, more: &handleMore{local: ll},
+	// A node-scope section is never reused: its generation is the first.
+	sec := &section{n: n, more: &handleMore{local: ll}}
+	h := Handle{s: sec, gen: 1, key: key, scope: ScopeNode,
 		token: fence.Token{Epoch: 0, Incarnation: n.inc, Counter: n.local.next()}}
 	ttl := n.cfg.MaxLease
 	if o.lease > 0 {
 		ttl = o.lease
-		h.expires.Store(int64(n.clock.Now().Add(o.lease).Sub(bootEpoch)))
-		h.more.timer = time.AfterFunc(o.lease, func() {
-			if h.state.CompareAndSwap(stateHeld, stateLost) {
+		sec.expires.Store(int64(n.clock.Now().Add(o.lease).Sub(bootEpoch)))
+	} else {
+		sec.expires.Store(math.MaxInt64)
+	}
+	sec.word.Store(packWord(h.gen, stateHeld))
+	if o.lease > 0 {
+		// Made after the section is held, and read (by Unlock) only by
+		// the caller that moved the state out of held.
+		sec.more.timer = time.AfterFunc(o.lease, func() {
+			if sec.word.CompareAndSwap(packWord(h.gen, stateHeld), packWord(h.gen, stateLost)) {
 				n.releaseLocal(h) // the timer fired: nothing to stop
-				h.finish()
+				sec.finish()
 			}
 		})
-	} else {
-		h.expires.Store(math.MaxInt64)
 	}
 	if n.ring != nil {
 		h.signed, _ = n.ring.Sign(fence.Grant{
@@ -106,14 +113,20 @@ func (n *Node) lockLocal(ctx context.Context, key string, o lockOptions, try boo
 }
 
 // unlockLocal frees a node-scope lock (once per handle: the state CAS).
-func (n *Node) unlockLocal(h *Handle) {
-	if h.more.timer != nil {
-		h.more.timer.Stop()
+func (n *Node) unlockLocal(h Handle) {
+	h.s.mu.Lock()
+	x := h.s.more
+	h.s.mu.Unlock()
+	if x.timer != nil {
+		x.timer.Stop()
 	}
 	n.releaseLocal(h)
 }
 
-func (n *Node) releaseLocal(h *Handle) {
-	<-h.more.local.slot
-	n.local.put(h.key, h.more.local)
+func (n *Node) releaseLocal(h Handle) {
+	h.s.mu.Lock()
+	ll := h.s.more.local
+	h.s.mu.Unlock()
+	<-ll.slot
+	n.local.put(h.key, ll)
 }

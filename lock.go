@@ -98,13 +98,13 @@ var (
 // ErrLockUnavailable (no epoch, not a member, version mismatch, home without
 // liveness), ErrTooManyDelegations, ErrHookFailed, ErrClosed; a cancelled
 // ctx returns its error wrapped (with ErrTimeout too if its deadline passed).
-func (n *Node) Lock(ctx context.Context, key string, opts ...LockOption) (*Handle, error) {
+func (n *Node) Lock(ctx context.Context, key string, opts ...LockOption) (Handle, error) {
 	o, err := n.options(opts)
 	if err != nil {
-		return nil, err
+		return Handle{}, err
 	}
 	if key == "" {
-		return nil, errEmptyKey
+		return Handle{}, errEmptyKey
 	}
 	if o.scope == ScopeNode {
 		return n.lockLocal(ctx, key, o, false)
@@ -117,13 +117,13 @@ func (n *Node) Lock(ctx context.Context, key string, opts ...LockOption) (*Handl
 // otherwise asks the key's home and waits only for its answer (WithWait if
 // given, else 4 × Config.RetryInterval): a key held elsewhere comes back
 // as ErrTimeout.
-func (n *Node) TryLock(ctx context.Context, key string, opts ...LockOption) (*Handle, error) {
+func (n *Node) TryLock(ctx context.Context, key string, opts ...LockOption) (Handle, error) {
 	o, err := n.options(opts)
 	if err != nil {
-		return nil, err
+		return Handle{}, err
 	}
 	if key == "" {
-		return nil, errEmptyKey
+		return Handle{}, errEmptyKey
 	}
 	if !o.waitSet {
 		o.wait = 4 * n.cfg.RetryInterval
@@ -134,9 +134,9 @@ func (n *Node) TryLock(ctx context.Context, key string, opts ...LockOption) (*Ha
 	return n.lock(ctx, key, o, true)
 }
 
-func (n *Node) lock(ctx context.Context, key string, o lockOptions, try bool) (*Handle, error) {
+func (n *Node) lock(ctx context.Context, key string, o lockOptions, try bool) (Handle, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("homelock: key %q: %w", key, err)
+		return Handle{}, fmt.Errorf("homelock: key %q: %w", key, err)
 	}
 	// The repeat path: a delegation held here, nobody admitted or queued.
 	// Only the key's shard is locked, and the clock is read under that
@@ -146,7 +146,7 @@ func (n *Node) lock(ctx context.Context, key string, o lockOptions, try bool) (*
 	s.mu.Lock()
 	if err := n.admissible(key); err != nil {
 		s.mu.Unlock()
-		return nil, err
+		return Handle{}, err
 	}
 	if ev, ok := n.core.TryAdmitIn(s.index, n.clock.Now(), key, s.lockerID(), o.lease); ok {
 		h := n.admitted(s, ev)
@@ -160,19 +160,19 @@ func (n *Node) lock(ctx context.Context, key string, o lockOptions, try bool) (*
 	n.lockAll()
 	if err := n.admissible(key); err != nil {
 		n.unlockAll()
-		return nil, err
+		return Handle{}, err
 	}
 	now := n.clock.Now()
 	locker := s.lockerID()
 	if !n.lockable {
 		_, why := n.core.Lockable(now)
 		n.unlockAll()
-		return nil, fmt.Errorf("%w: key %q: %s", ErrLockUnavailable, key, why)
+		return Handle{}, fmt.Errorf("%w: key %q: %s", ErrLockUnavailable, key, why)
 	}
 	if try {
 		if _, _, active, held := n.core.Holder().Holding(key); held && active {
 			n.unlockAll()
-			return nil, fmt.Errorf("%w: key %q: held by another critical section on this node", ErrTimeout, key)
+			return Handle{}, fmt.Errorf("%w: key %q: held by another critical section on this node", ErrTimeout, key)
 		}
 	}
 	deadline := now.Add(o.wait)
@@ -205,19 +205,19 @@ func (n *Node) lock(ctx context.Context, key string, o lockOptions, try bool) (*
 	}
 	n.unlockAll()
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return nil, fmt.Errorf("%w: key %q: %w", ErrTimeout, key, ctx.Err())
+		return Handle{}, fmt.Errorf("%w: key %q: %w", ErrTimeout, key, ctx.Err())
 	}
-	return nil, fmt.Errorf("homelock: key %q: %w", key, ctx.Err())
+	return Handle{}, fmt.Errorf("homelock: key %q: %w", key, ctx.Err())
 }
 
 // LockAll locks every key in one global order (sorted, duplicates dropped),
 // so that two LockAll calls over overlapping keys never deadlock. It returns
 // the handles in that order; on an error it unlocks what it took.
-func (n *Node) LockAll(ctx context.Context, keys ...string) ([]*Handle, error) {
+func (n *Node) LockAll(ctx context.Context, keys ...string) ([]Handle, error) {
 	keys = slices.Clone(keys)
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
-	hs := make([]*Handle, 0, len(keys))
+	hs := make([]Handle, 0, len(keys))
 	for _, k := range keys {
 		h, err := n.Lock(ctx, k)
 		if err != nil {

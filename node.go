@@ -87,7 +87,7 @@ type Node struct {
 type waiter struct {
 	key  string
 	done chan struct{}
-	h    *Handle
+	h    Handle
 	err  error
 }
 

@@ -69,7 +69,7 @@ func TestSingleNodeContention(t *testing.T) {
 	_, err = n.TryLock(ctx, "k")
 	require.ErrorIs(t, err, ErrTimeout)
 
-	got := make(chan *Handle)
+	got := make(chan Handle)
 	go func() {
 		h2, err := n.Lock(ctx, "k")
 		require.NoError(t, err)

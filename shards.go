@@ -29,7 +29,10 @@ type lockShard struct {
 	// its entry; nothing scans the slice (a periodic scan stalled every lock
 	// once a node held a million idle delegations). A slot, not a map keyed
 	// by locker: the repeat lock stores and clears one pointer.
-	sections []*Handle
+	sections []*section
+	// free are ended sections kept for reuse (at most keptSections): the
+	// repeat lock takes one rather than allocating.
+	free []*section
 	// A cache line of its own: shards sit side by side and are written
 	// from different cores.
 	_ [64]byte
@@ -67,8 +70,12 @@ func (s *lockShard) lockerID() uint64 {
 	return s.lockers<<shardBits | uint64(s.index)
 }
 
-// section is the handle admitted at slot, nil if none.
-func (s *lockShard) section(slot uint32) *Handle {
+// keptSections bounds a shard's free sections: enough for the critical
+// sections that run at once on one shard's keys, not a node's peak.
+const keptSections = 64
+
+// section is the section admitted at slot, nil if none.
+func (s *lockShard) section(slot uint32) *section {
 	if slot == 0 || int(slot) > len(s.sections) {
 		return nil
 	}
@@ -76,11 +83,29 @@ func (s *lockShard) section(slot uint32) *Handle {
 }
 
 // setSection keeps h at slot (nil clears it).
-func (s *lockShard) setSection(slot uint32, h *Handle) {
+func (s *lockShard) setSection(slot uint32, h *section) {
 	for int(slot) > len(s.sections) {
 		s.sections = append(s.sections, nil)
 	}
 	s.sections[slot-1] = h
+}
+
+// take returns a section for a new generation: a kept one or a new one.
+func (s *lockShard) take(n *Node) *section {
+	if k := len(s.free); k > 0 {
+		sec := s.free[k-1]
+		s.free[k-1] = nil
+		s.free = s.free[:k-1]
+		return sec
+	}
+	return &section{n: n}
+}
+
+// keep keeps an ended section for reuse, if there is room.
+func (s *lockShard) keep(sec *section) {
+	if len(s.free) < keptSections {
+		s.free = append(s.free, sec)
+	}
 }
 
 // lockAll takes Node.mu and every shard's lock, in one order: what a step

@@ -25,7 +25,7 @@ func TestRollingUpgrade(t *testing.T) {
 
 	var inside atomic.Int32
 	var overlaps atomic.Int32
-	critical := func(h *Handle) {
+	critical := func(h Handle) {
 		if inside.Add(1) > 1 {
 			overlaps.Add(1)
 		}

@@ -299,18 +299,18 @@ func (kv *KV) Update(ctx context.Context, key string, f func(old []byte) []byte,
 // Put writes value to key under h: refused with ErrLeaseExpired if h is no
 // longer valid, and by the Guard if its token is below the highest this
 // replica accepted for key. A refusal is counted as a rejected fenced write.
-func (kv *KV) Put(ctx context.Context, h *homelock.Handle, key string, value []byte) (Version, error) {
+func (kv *KV) Put(ctx context.Context, h homelock.Handle, key string, value []byte) (Version, error) {
 	return kv.put(ctx, h, key, value, true)
 }
 
 // putUnchecked is Put without the handle check: what a writer that ignores
 // Valid (or was paused between checking it and writing) sends. Only the Guard
 // stands between it and the store.
-func (kv *KV) putUnchecked(ctx context.Context, h *homelock.Handle, key string, value []byte) (Version, error) {
+func (kv *KV) putUnchecked(ctx context.Context, h homelock.Handle, key string, value []byte) (Version, error) {
 	return kv.put(ctx, h, key, value, false)
 }
 
-func (kv *KV) put(ctx context.Context, h *homelock.Handle, key string, value []byte, checkValid bool) (Version, error) {
+func (kv *KV) put(ctx context.Context, h homelock.Handle, key string, value []byte, checkValid bool) (Version, error) {
 	if h.Key() != key {
 		return Version{}, fmt.Errorf("kv %s: handle for %q used to write %q", kv.id, h.Key(), key)
 	}

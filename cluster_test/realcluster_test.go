@@ -218,7 +218,7 @@ func TestRealHolderCrash(t *testing.T) {
 
 	type result struct {
 		node string
-		h    *homelock.Handle
+		h    homelock.Handle
 		err  error
 		took time.Duration
 	}
@@ -474,27 +474,33 @@ func TestRealHomeRestart(t *testing.T) {
 // It also checks that tokens admitted for a key never go back.
 type holders struct {
 	mu         sync.Mutex
-	open       map[string]map[*homelock.Handle]string
+	open       map[string]map[fence.Token]openSection // by key, then token (unique per section)
 	last       map[string]fence.Token
 	violations []string
 	late       int            // admissions while an expired holder had not left yet
 	admitted   map[string]int // per node
 }
 
-func newHolders() *holders {
-	return &holders{open: map[string]map[*homelock.Handle]string{}, last: map[string]fence.Token{}, admitted: map[string]int{}}
+// openSection is a critical section a worker has not left yet.
+type openSection struct {
+	h    homelock.Handle
+	node string
 }
 
-func (hs *holders) enter(node string, h *homelock.Handle) {
+func newHolders() *holders {
+	return &holders{open: map[string]map[fence.Token]openSection{}, last: map[string]fence.Token{}, admitted: map[string]int{}}
+}
+
+func (hs *holders) enter(node string, h homelock.Handle) {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	key, tok := h.Key(), h.Token()
 	if hs.open[key] == nil {
-		hs.open[key] = map[*homelock.Handle]string{}
+		hs.open[key] = map[fence.Token]openSection{}
 	}
-	for o, on := range hs.open[key] {
-		if o.Valid() == nil {
-			hs.violations = append(hs.violations, fmt.Sprintf("two valid holders of %q: %s on %s, and %s on %s admitted", key, o.Token(), on, tok, node))
+	for _, o := range hs.open[key] {
+		if o.h.Valid() == nil {
+			hs.violations = append(hs.violations, fmt.Sprintf("two valid holders of %q: %s on %s, and %s on %s admitted", key, o.h.Token(), o.node, tok, node))
 		} else {
 			hs.late++
 		}
@@ -502,14 +508,14 @@ func (hs *holders) enter(node string, h *homelock.Handle) {
 	if tok.Less(hs.last[key]) {
 		hs.violations = append(hs.violations, fmt.Sprintf("%q admitted under %s on %s after %s", key, tok, node, hs.last[key]))
 	}
-	hs.open[key][h] = node
+	hs.open[key][tok] = openSection{h, node}
 	hs.last[key] = tok
 	hs.admitted[node]++
 }
 
-func (hs *holders) leave(h *homelock.Handle) {
+func (hs *holders) leave(h homelock.Handle) {
 	hs.mu.Lock()
-	delete(hs.open[h.Key()], h)
+	delete(hs.open[h.Key()], h.Token())
 	hs.mu.Unlock()
 }
 

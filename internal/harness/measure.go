@@ -176,7 +176,7 @@ func (c *cluster) firstLock(ctx context.Context, r *Report, samples int) error {
 func us(ns int64) float64 { return float64(ns) / 1e3 }
 
 // increment reads the counter under h and writes it plus one.
-func increment(ctx context.Context, kv *clustertest.KV, h *homelock.Handle, key string) error {
+func increment(ctx context.Context, kv *clustertest.KV, h homelock.Handle, key string) error {
 	old, _, _, err := kv.Get(key)
 	if err != nil {
 		return err

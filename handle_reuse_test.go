@@ -1,0 +1,141 @@
+package homelock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestRepeatLockAllocatesNothing: the repeat lock and unlock reuse the
+// key's shard's ended section; an allocation per lock would bring back the
+// garbage that bounded the repeat path across cores.
+func TestRepeatLockAllocatesNothing(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	n := c.nodes[0]
+	c.waitAvailable()
+	ctx := context.Background()
+	h, err := n.Lock(ctx, "k")
+	require.NoError(t, err)
+	require.NoError(t, h.Unlock())
+	allocs := testing.AllocsPerRun(1000, func() {
+		h, err := n.Lock(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Unlock(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	require.Zero(t, allocs, "allocations per repeat lock+unlock")
+	// The section is a malloc size class of its own when it is made.
+	require.LessOrEqual(t, unsafe.Sizeof(section{}), uintptr(64))
+}
+
+// TestStaleHandleCopies: a Handle whose section ended and was reused for the
+// next critical section on the key reads as unlocked, its Unlock does
+// nothing to the new section, and its Key and Token stay its own.
+func TestStaleHandleCopies(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	n := c.nodes[0]
+	c.waitAvailable()
+	ctx := context.Background()
+	h1, err := n.Lock(ctx, "k")
+	require.NoError(t, err)
+	done1, ctx1 := h1.Done(), h1.Context()
+	copy1 := h1
+	require.NoError(t, h1.Unlock())
+	<-done1
+	<-ctx1.Done()
+
+	h2, err := n.Lock(ctx, "k")
+	require.NoError(t, err)
+	require.Same(t, h1.s, h2.s, "the repeat lock reuses the ended section")
+	require.True(t, h1.Token().Less(h2.Token()))
+
+	for _, stale := range []Handle{h1, copy1} {
+		require.ErrorIs(t, stale.Valid(), ErrLeaseExpired)
+		require.Contains(t, stale.Valid().Error(), "unlocked")
+		require.Zero(t, stale.Remaining())
+		require.NoError(t, stale.Unlock())
+		require.Equal(t, "k", stale.Key())
+		require.Equal(t, copy1.Token(), stale.Token())
+		<-stale.Done()
+		<-stale.Context().Done()
+	}
+	// The stale unlocks left the new section alone.
+	require.NoError(t, h2.Valid())
+	require.Positive(t, h2.Remaining())
+	select {
+	case <-h2.Done():
+		t.Fatal("a stale Handle's unlock ended the next section")
+	default:
+	}
+	require.NoError(t, h2.Unlock())
+	require.ErrorIs(t, h2.Valid(), ErrLeaseExpired)
+
+	var zero Handle
+	require.NoError(t, zero.Unlock())
+	require.ErrorIs(t, zero.Valid(), ErrLeaseExpired)
+	<-zero.Done()
+}
+
+// TestStaleHandleCopiesRace reads stale copies of Handles from other
+// goroutines while the key's sections are reused under them: no copy ever
+// reads as valid once its own section was unlocked, and (under -race, as CI
+// runs it) the reads do not race with the reuse.
+func TestStaleHandleCopiesRace(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	n := c.nodes[0]
+	c.waitAvailable()
+	ctx := context.Background()
+	var stale atomic.Pointer[Handle]
+	var wrong atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if p := stale.Load(); p != nil {
+					h := *p
+					if h.Valid() == nil || h.Remaining() != 0 {
+						wrong.Add(1)
+					}
+					_ = h.Unlock()
+					select {
+					case <-h.Done():
+					default:
+						wrong.Add(1)
+					}
+				}
+			}
+		})
+	}
+	for i := 0; i < 20000; i++ {
+		h, err := n.Lock(ctx, "k")
+		require.NoError(t, err)
+		if h.Valid() != nil {
+			t.Fatalf("section %s invalid while held: %v", h.Token(), h.Valid())
+		}
+		if h.Valid() != nil {
+			t.Fatalf("section %s ended under its holder: %v", h.Token(), h.Valid())
+		}
+		if err := h.Unlock(); err != nil && !errors.Is(err, ErrLeaseExpired) {
+			t.Fatal(err)
+		}
+		ended := h
+		stale.Store(&ended)
+	}
+	close(stop)
+	wg.Wait()
+	require.Zero(t, wrong.Load(), "stale copies that read as held")
+}
