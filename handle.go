@@ -46,6 +46,10 @@ type section struct {
 	// keep the section (lockShard.sections). They change only on reuse.
 	locker uint64
 	slot   uint32
+	// asked is set before Done or Context looks at the state, so that
+	// finish, which runs after the state left held, needs the mutex only
+	// if one of them may have made something to close.
+	asked atomic.Bool
 
 	mu sync.Mutex
 	// more is made on first use (Done, Context) or for a node-scope lock,
@@ -200,6 +204,7 @@ func (h Handle) withMore(f func(*handleMore)) {
 	}
 	h.s.mu.Lock()
 	defer h.s.mu.Unlock()
+	h.s.asked.Store(true)
 	if h.s.word.Load() == packWord(h.gen, stateHeld) {
 		f(h.s.extra())
 	}
@@ -248,9 +253,15 @@ func (s *section) end() {
 // A second call finds nothing to wake.
 func (s *section) finish() {
 	s.expires.Store(math.MinInt64)
+	if !s.asked.Load() {
+		// No Done or Context came before the state left held, and any
+		// that comes now sees it ended: nothing to close.
+		return
+	}
 	s.mu.Lock()
 	x := s.more
 	s.more = nil
+	s.asked.Store(false)
 	s.mu.Unlock()
 	if x != nil {
 		if x.done != nil {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
@@ -138,4 +139,36 @@ func TestStaleHandleCopiesRace(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	require.Zero(t, wrong.Load(), "stale copies that read as held")
+}
+
+// TestDoneClosesAcrossUnlock asks for Done and Context from another
+// goroutine while the holder unlocks: whichever comes first, the channel and
+// the context end (finish skips its mutex only when neither was asked for).
+func TestDoneClosesAcrossUnlock(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	n := c.nodes[0]
+	c.waitAvailable()
+	ctx := context.Background()
+	var open atomic.Int64
+	var wg sync.WaitGroup
+	for range 2000 {
+		h, err := n.Lock(ctx, "k")
+		require.NoError(t, err)
+		wg.Go(func() {
+			done, hctx := h.Done(), h.Context()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				open.Add(1)
+			}
+			select {
+			case <-hctx.Done():
+			case <-time.After(5 * time.Second):
+				open.Add(1)
+			}
+		})
+		require.NoError(t, h.Unlock())
+	}
+	wg.Wait()
+	require.Zero(t, open.Load(), "Done channels or contexts left open after Unlock")
 }
