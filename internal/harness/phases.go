@@ -17,6 +17,7 @@ func phaseList(o Options) []phase {
 			measures: []measure{
 				{key: "repeat_lock_ns_p50", name: "repeat lock+unlock p50", unit: "ns", target: atMost(150), mark: &mark{"repeat lock+unlock", 50}},
 				{key: "repeat_lock_ns_p99", name: "repeat lock+unlock p99", unit: "ns"},
+				{key: "stopwatch_ns_p50", name: "repeat lock: stopwatch alone p50", unit: "ns"},
 				{key: "repeat_lock_msgs", name: "repeat lock messages", unit: "msgs", target: atMost(0)},
 				{key: "repeat_lock_ops_per_s", name: "repeat lock, 1 goroutine", unit: "ops/s"},
 				{key: "repeat_lock_parallel_ops_per_s", name: fmt.Sprintf("repeat lock, %d goroutines", par), unit: "ops/s"},
