@@ -232,7 +232,7 @@ func (h Handle) Unlock() error {
 		return nil
 	}
 	if h.scope == ScopeNode {
-		h.s.n.unlockLocal(h)
+		h.s.n.unlockLocal(h.s, h.key)
 		h.s.finish()
 	} else {
 		h.s.n.unlock(h.s, h.key)
@@ -276,8 +276,10 @@ func (s *section) finish() {
 // unlock ends the critical section of sec on key in the holder. The common
 // unlock (nobody queued here, the delegation not draining) holds only the
 // key's shard's lock and needs no clock read (one is ~60 ns here); the rest
-// is a step. The section is then ended and kept for reuse by the shard (the
-// Handle's state CAS made this call the only one for its generation).
+// is a step. The section is then finished and kept for reuse by the shard
+// (the Handle's state CAS made this call the only one for its generation),
+// finished first and under the shard's lock: once kept, the next Lock may
+// write the next generation's lease end and extras.
 func (n *Node) unlock(sec *section, key string) {
 	s := n.lockerShard(sec.locker)
 	s.mu.Lock()

@@ -81,23 +81,22 @@ func (n *Node) lockLocal(ctx context.Context, key string, o lockOptions, try boo
 		}
 	}
 	// A node-scope section is never reused: its generation is the first.
+	// Its extras (the local lock, the lease timer) are written here,
+	// before the Handle exists, and read only by the one caller that moves
+	// the state out of held (Unlock or the timer), before finish drops them.
 	sec := &section{n: n, more: &handleMore{local: ll}}
 	h := Handle{s: sec, gen: 1, key: key, scope: ScopeNode,
 		token: fence.Token{Epoch: 0, Incarnation: n.inc, Counter: n.local.next()}}
-	ttl := n.cfg.MaxLease
+	ttl, expires := n.cfg.MaxLease, int64(math.MaxInt64)
 	if o.lease > 0 {
-		ttl = o.lease
-		sec.expires.Store(int64(n.clock.Now().Add(o.lease).Sub(bootEpoch)))
-	} else {
-		sec.expires.Store(math.MaxInt64)
+		ttl, expires = o.lease, int64(n.clock.Now().Add(o.lease).Sub(bootEpoch))
 	}
+	sec.expires.Store(expires)
 	sec.word.Store(packWord(h.gen, stateHeld))
 	if o.lease > 0 {
-		// Made after the section is held, and read (by Unlock) only by
-		// the caller that moved the state out of held.
 		sec.more.timer = time.AfterFunc(o.lease, func() {
 			if sec.word.CompareAndSwap(packWord(h.gen, stateHeld), packWord(h.gen, stateLost)) {
-				n.releaseLocal(h) // the timer fired: nothing to stop
+				n.releaseLocal(sec, key) // the timer fired: nothing to stop
 				sec.finish()
 			}
 		})
@@ -113,20 +112,15 @@ func (n *Node) lockLocal(ctx context.Context, key string, o lockOptions, try boo
 }
 
 // unlockLocal frees a node-scope lock (once per handle: the state CAS).
-func (n *Node) unlockLocal(h Handle) {
-	h.s.mu.Lock()
-	x := h.s.more
-	h.s.mu.Unlock()
-	if x.timer != nil {
-		x.timer.Stop()
+func (n *Node) unlockLocal(sec *section, key string) {
+	if t := sec.more.timer; t != nil {
+		t.Stop()
 	}
-	n.releaseLocal(h)
+	n.releaseLocal(sec, key)
 }
 
-func (n *Node) releaseLocal(h Handle) {
-	h.s.mu.Lock()
-	ll := h.s.more.local
-	h.s.mu.Unlock()
+func (n *Node) releaseLocal(sec *section, key string) {
+	ll := sec.more.local
 	<-ll.slot
-	n.local.put(h.key, ll)
+	n.local.put(key, ll)
 }
