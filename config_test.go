@@ -126,9 +126,7 @@ func TestNodeScope(t *testing.T) {
 
 // LockAll takes keys in one order and gives back sorted, deduplicated handles.
 func TestLockAll(t *testing.T) {
-	c := newCluster(t, 1, nil)
-	n := c.nodes[0]
-	c.waitAvailable()
+	n := readyNode(t)
 	hs, err := n.LockAll(context.Background(), "b", "a", "b", "c")
 	require.NoError(t, err)
 	require.Len(t, hs, 3)

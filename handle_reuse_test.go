@@ -16,9 +16,7 @@ import (
 // key's shard's ended section; an allocation per lock would bring back the
 // garbage that bounded the repeat path across cores.
 func TestRepeatLockAllocatesNothing(t *testing.T) {
-	c := newCluster(t, 1, nil)
-	n := c.nodes[0]
-	c.waitAvailable()
+	n := readyNode(t)
 	ctx := context.Background()
 	h, err := n.Lock(ctx, "k")
 	require.NoError(t, err)
@@ -41,9 +39,7 @@ func TestRepeatLockAllocatesNothing(t *testing.T) {
 // next critical section on the key reads as unlocked, its Unlock does
 // nothing to the new section, and its Key and Token stay its own.
 func TestStaleHandleCopies(t *testing.T) {
-	c := newCluster(t, 1, nil)
-	n := c.nodes[0]
-	c.waitAvailable()
+	n := readyNode(t)
 	ctx := context.Background()
 	h1, err := n.Lock(ctx, "k")
 	require.NoError(t, err)
@@ -90,9 +86,7 @@ func TestStaleHandleCopies(t *testing.T) {
 // reads as valid once its own section was unlocked, and (under -race, as CI
 // runs it) the reads do not race with the reuse.
 func TestStaleHandleCopiesRace(t *testing.T) {
-	c := newCluster(t, 1, nil)
-	n := c.nodes[0]
-	c.waitAvailable()
+	n := readyNode(t)
 	ctx := context.Background()
 	var stale atomic.Pointer[Handle]
 	var wrong atomic.Int64
@@ -145,9 +139,7 @@ func TestStaleHandleCopiesRace(t *testing.T) {
 // goroutine while the holder unlocks: whichever comes first, the channel and
 // the context end (finish skips its mutex only when neither was asked for).
 func TestDoneClosesAcrossUnlock(t *testing.T) {
-	c := newCluster(t, 1, nil)
-	n := c.nodes[0]
-	c.waitAvailable()
+	n := readyNode(t)
 	ctx := context.Background()
 	var open atomic.Int64
 	var wg sync.WaitGroup

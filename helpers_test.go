@@ -125,6 +125,15 @@ func killed() context.Context {
 	return ctx
 }
 
+// readyNode is a one-node cluster's node, available to grant (closed when
+// the test ends).
+func readyNode(t testing.TB) *Node {
+	t.Helper()
+	c := newCluster(t, 1, nil)
+	c.waitAvailable()
+	return c.nodes[0]
+}
+
 // waitAvailable waits until every open node can grant (liveness held).
 func (c *cluster) waitAvailable() {
 	c.t.Helper()

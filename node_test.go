@@ -16,9 +16,7 @@ import (
 // is the fast path (admitted locally, no Acquire at all), and the token and
 // signed grant are what a fence.Guard expects.
 func TestSingleNodeLockUnlock(t *testing.T) {
-	c := newCluster(t, 1, nil)
-	n := c.nodes[0]
-	c.waitAvailable()
+	n := readyNode(t)
 	ctx := context.Background()
 
 	h, err := n.Lock(ctx, "k")
@@ -59,9 +57,7 @@ func TestSingleNodeLockUnlock(t *testing.T) {
 
 // A queued Lock waits for the holder; TryLock does not.
 func TestSingleNodeContention(t *testing.T) {
-	c := newCluster(t, 1, nil)
-	n := c.nodes[0]
-	c.waitAvailable()
+	n := readyNode(t)
 	ctx := context.Background()
 
 	h, err := n.Lock(ctx, "k")
@@ -94,9 +90,7 @@ func TestSingleNodeContention(t *testing.T) {
 
 // The lease of WithLease revokes the handle: Valid fails, Done closes.
 func TestLeaseRunsOut(t *testing.T) {
-	c := newCluster(t, 1, nil)
-	n := c.nodes[0]
-	c.waitAvailable()
+	n := readyNode(t)
 	h, err := n.Lock(context.Background(), "k", WithLease(60*time.Millisecond))
 	require.NoError(t, err)
 	left := h.Remaining()
@@ -114,9 +108,7 @@ func TestLeaseRunsOut(t *testing.T) {
 }
 
 func TestCloseThenLock(t *testing.T) {
-	c := newCluster(t, 1, nil)
-	n := c.nodes[0]
-	c.waitAvailable()
+	n := readyNode(t)
 	require.NoError(t, n.Close(context.Background()))
 	_, err := n.Lock(context.Background(), "k")
 	require.True(t, errors.Is(err, ErrClosed), "%v", err)

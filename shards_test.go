@@ -110,9 +110,7 @@ func TestRepeatPathAcrossShards(t *testing.T) {
 // that tick to the section's end, with only its shard's lock held, so that
 // the section is revoked on time rather than up to a maximum sleep late.
 func TestRepeatPathArmsTheTimer(t *testing.T) {
-	c := newCluster(t, 1, nil)
-	c.waitAvailable()
-	n := c.nodes[0]
+	n := readyNode(t)
 	h, err := n.Lock(context.Background(), "armed")
 	require.NoError(t, err)
 	require.NoError(t, h.Unlock())
