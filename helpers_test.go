@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"sync"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/homelock/homelock/fence"
+	"github.com/homelock/homelock/internal/loopback"
 	"github.com/homelock/homelock/transport"
 )
 
@@ -25,10 +25,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // gossip addresses that bootstrapping nodes must know in advance).
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := loopback.Addr()
 	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
 	return addr
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"github.com/homelock/homelock"
 	"github.com/homelock/homelock/epoch"
 	"github.com/homelock/homelock/fence"
+	"github.com/homelock/homelock/internal/loopback"
 	"github.com/homelock/homelock/msg"
 	"github.com/homelock/homelock/transport"
 )
@@ -74,12 +74,10 @@ type rcOptions struct {
 
 func freeLoopback(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := loopback.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	_ = l.Close()
 	return addr
 }
 

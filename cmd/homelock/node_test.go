@@ -27,6 +27,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/homelock/homelock/internal/loopback"
 )
 
 // lockedBuffer is a bytes.Buffer that a node's goroutines and the test share.
@@ -59,10 +61,9 @@ var startedLine = regexp.MustCompile(`client API on (\S+?)(?:, metrics on (\S+))
 // a fixed port: it binds TCP and UDP to the same one).
 func freePort(t *testing.T) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := loopback.Addr()
 	require.NoError(t, err)
-	defer lis.Close()
-	return lis.Addr().String()
+	return addr
 }
 
 // startNode runs a one-node cluster with args added to its flags, and stops

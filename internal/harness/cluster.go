@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	clustertest "github.com/homelock/homelock/cluster_test"
 	"github.com/homelock/homelock/epoch"
 	"github.com/homelock/homelock/fence"
+	"github.com/homelock/homelock/internal/loopback"
 	"github.com/homelock/homelock/msg"
 	"github.com/homelock/homelock/transport"
 )
@@ -34,17 +34,8 @@ type cluster struct {
 
 const operation = "harness"
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
 func nodeConfig(root, id string, ring *fence.KeyRing) (homelock.Config, error) {
-	gossip, err := freeAddr()
+	gossip, err := loopback.Addr()
 	if err != nil {
 		return homelock.Config{}, err
 	}
