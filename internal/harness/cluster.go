@@ -154,6 +154,18 @@ func (c *cluster) ring(i int) *epoch.Ring {
 	return epoch.NewRing(e)
 }
 
+// homeIndex is the index of key's home node in the current epoch, as node
+// 0 sees it (-1 when it is none of c.nodes).
+func (c *cluster) homeIndex(key string) int {
+	h, _ := c.ring(0).Home(key)
+	for i, n := range c.nodes {
+		if n != nil && n.ID() == string(h.ID) {
+			return i
+		}
+	}
+	return -1
+}
+
 // keyHomedAt returns a fresh key (prefix-based) whose home is node want, or
 // whose home is not node want when other is set.
 func (c *cluster) keyHomedAt(r *epoch.Ring, want string, other bool, prefix string, next *int) string {

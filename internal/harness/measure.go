@@ -238,7 +238,13 @@ func (c *cluster) hotKey(ctx context.Context, r *Report, key string, d time.Dura
 						perNode[i]++
 						_ = hist.RecordValue(max(1, admitted.Sub(t0).Nanoseconds()))
 					}
-					tokens[h.Token()] = tokens[h.Token()].add(admitted, unlocked)
+					// One span per grant: the sections a grant admits share
+					// its token but for the section number.
+					grant := h.Token()
+					grant.Section = 0
+					sp := tokens[grant].add(admitted, unlocked)
+					sp.node = i
+					tokens[grant] = sp
 					mu.Unlock()
 				}
 			})
@@ -255,9 +261,11 @@ func (c *cluster) hotKey(ctx context.Context, r *Report, key string, d time.Dura
 	r.record("hot_key_wait_us_p50", us(hist.ValueAtQuantile(50)))
 	r.record("hot_key_wait_us_p99", us(hist.ValueAtQuantile(99)))
 	r.recordLatency("hot key wait", hist)
-	hold, gap := handoffParts(tokens)
-	r.record("hot_key_hold_us_p50", hold)
-	r.record("hot_key_gap_us_p50", gap)
+	parts := handoffParts(tokens, c.homeIndex(key))
+	r.record("hot_key_hold_us_p50", parts.holdUs)
+	r.record("hot_key_gap_us_p50", parts.gapUs)
+	r.record("hot_key_gap_one_hop_us_p50", parts.oneHopUs)
+	r.record("hot_key_gap_two_hops_us_p50", parts.twoHopsUs)
 	if grants > 0 {
 		r.record("msgs_per_handoff", float64(msgs1-msgs0)/grants)
 		r.record("bytes_per_handoff", float64(bytes1-bytes0)/grants)
@@ -297,9 +305,12 @@ func (c *cluster) hotKey(ctx context.Context, r *Report, key string, d time.Dura
 	return nil
 }
 
-// span is when a grant (one token) was in use on its holder: from its first
-// admission to its last unlock.
-type span struct{ first, last time.Time }
+// span is when a grant (one token) was in use on its holder, node: from its
+// first admission to its last unlock.
+type span struct {
+	first, last time.Time
+	node        int
+}
 
 func (s span) add(admitted, unlocked time.Time) span {
 	if s.first.IsZero() || admitted.Before(s.first) {
@@ -311,28 +322,51 @@ func (s span) add(admitted, unlocked time.Time) span {
 	return s
 }
 
-// handoffParts splits a handoff into its two serial parts, as p50s in µs:
-// how long a grant is in use (its critical sections: the store's read and
-// fenced write) and the gap from its last unlock to the next grant's first
-// admission (release, grant, and the successor's wait for the store's
-// barrier). Handoffs per second are bounded by one over their sum.
-func handoffParts(tokens map[fence.Token]span) (holdUs, gapUs float64) {
+// handoff is a handoff's two serial parts, as p50s in µs: how long a grant
+// is in use (its critical sections: the store's read and fenced write) and
+// the gap from its last unlock to the next grant's first admission
+// (release, grant, and the successor's wait for the store's barrier).
+// Handoffs per second are bounded by one over their sum. The gap is also
+// split by the network hops the handoff took: one when the home is the old
+// or the new holder (A → B), two when it is neither (A → H → B).
+type handoff struct {
+	holdUs, gapUs, oneHopUs, twoHopsUs float64
+}
+
+// handoffParts measures the handoffs between the grants in tokens, in token
+// order; home is the index of the key's home node.
+func handoffParts(tokens map[fence.Token]span, home int) handoff {
 	order := make([]fence.Token, 0, len(tokens))
 	for t := range tokens {
 		order = append(order, t)
 	}
 	slices.SortFunc(order, fence.Token.Compare)
-	hold, gap := newHist(), newHist()
+	hold, gap, oneHop, twoHops := newHist(), newHist(), newHist(), newHist()
 	for i, t := range order {
 		s := tokens[t]
 		_ = hold.RecordValue(max(1, s.last.Sub(s.first).Microseconds()))
-		if i > 0 {
-			if g := s.first.Sub(tokens[order[i-1]].last); g > 0 {
-				_ = gap.RecordValue(max(1, g.Microseconds()))
-			}
+		if i == 0 {
+			continue
+		}
+		prev := tokens[order[i-1]]
+		g := s.first.Sub(prev.last)
+		if g <= 0 {
+			continue
+		}
+		us := max(1, g.Microseconds())
+		_ = gap.RecordValue(us)
+		switch {
+		case prev.node == s.node:
+		case prev.node == home || s.node == home:
+			_ = oneHop.RecordValue(us)
+		default:
+			_ = twoHops.RecordValue(us)
 		}
 	}
-	return float64(hold.ValueAtQuantile(50)), float64(gap.ValueAtQuantile(50))
+	return handoff{
+		holdUs: float64(hold.ValueAtQuantile(50)), gapUs: float64(gap.ValueAtQuantile(50)),
+		oneHopUs: float64(oneHop.ValueAtQuantile(50)), twoHopsUs: float64(twoHops.ValueAtQuantile(50)),
+	}
 }
 
 func diff(a, b uint64) uint64 {

@@ -10,33 +10,38 @@ import (
 func TestHandoffParts(t *testing.T) {
 	at := func(us int) time.Time { return time.Unix(0, 0).Add(time.Duration(us) * time.Microsecond) }
 	tok := func(c uint64) fence.Token { return fence.Token{Epoch: 1, Incarnation: 1, Counter: c} }
+	on := func(node, first, last int) span { return span{first: at(first), last: at(last), node: node} }
+	const home = 0
 	for _, tc := range []struct {
-		name          string
-		spans         map[fence.Token]span
-		wantHold, gap float64
+		name  string
+		spans map[fence.Token]span
+		want  handoff
 	}{
-		{"one grant", map[fence.Token]span{tok(1): {at(0), at(100)}}, 100, 0},
+		{"one grant", map[fence.Token]span{tok(1): on(1, 0, 100)}, handoff{holdUs: 100}},
 		{
-			// Grants in token order, not map order: 1 [0,100], 2 [150,250],
-			// 3 [400,500]; gaps {50, 150}.
+			// Grants in token order, not map order: 1 [0,100] on the
+			// home, 2 [150,250] on node 1, 3 [400,500] on node 2; gaps
+			// 50 (home → 1: one hop) and 150 (1 → 2: two hops).
 			"gaps follow token order",
-			map[fence.Token]span{tok(3): {at(400), at(500)}, tok(1): {at(0), at(100)}, tok(2): {at(150), at(250)}},
-			100, 50,
+			map[fence.Token]span{tok(3): on(2, 400, 500), tok(1): on(home, 0, 100), tok(2): on(1, 150, 250)},
+			handoff{holdUs: 100, gapUs: 50, oneHopUs: 50, twoHopsUs: 150},
 		},
 		{
 			// Two critical sections under one grant count as one span.
 			"a grant with two critical sections",
-			map[fence.Token]span{tok(1): span{}.add(at(0), at(40)).add(at(50), at(300)), tok(2): {at(310), at(320)}},
-			10, 10, // holds {300, 10}: the p50 of two values is the lower
+			map[fence.Token]span{tok(1): span{node: 1}.add(at(0), at(40)).add(at(50), at(300)), tok(2): on(home, 310, 320)},
+			handoff{holdUs: 10, gapUs: 10, oneHopUs: 10}, // holds {300, 10}: the p50 of two values is the lower
+		},
+		{
+			// A grant back to the same node is neither: no hop.
+			"the same node again",
+			map[fence.Token]span{tok(1): on(2, 0, 10), tok(2): on(2, 30, 40), tok(3): on(1, 100, 110)},
+			handoff{holdUs: 10, gapUs: 20, twoHopsUs: 60},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			hold, gap := handoffParts(tc.spans)
-			if hold != tc.wantHold {
-				t.Errorf("hold p50 = %v µs, want %v", hold, tc.wantHold)
-			}
-			if gap != tc.gap {
-				t.Errorf("gap p50 = %v µs, want %v", gap, tc.gap)
+			if got := handoffParts(tc.spans, home); got != tc.want {
+				t.Errorf("handoffParts = %+v, want %+v", got, tc.want)
 			}
 		})
 	}

@@ -48,6 +48,8 @@ func phaseList(o Options) []phase {
 				{key: "hot_key_wait_us_p99", name: "hot key wait p99", unit: "µs"},
 				{key: "hot_key_hold_us_p50", name: "hot key: grant in use p50", unit: "µs"},
 				{key: "hot_key_gap_us_p50", name: "hot key: gap to next grant p50", unit: "µs"},
+				{key: "hot_key_gap_one_hop_us_p50", name: "hot key: gap, home at one end p50", unit: "µs"},
+				{key: "hot_key_gap_two_hops_us_p50", name: "hot key: gap, home at neither end p50", unit: "µs"},
 				{key: "msgs_per_handoff", name: "messages per handoff", unit: "msgs", target: atMost(4)},
 				{key: "bytes_per_handoff", name: "bytes per handoff", unit: "B", target: atMost(512)},
 				{key: "hot_key_would_refuse", name: "hot key: would-refuse (shadow Guard)", target: atMost(0)},
