@@ -1,8 +1,9 @@
 //go:build docker
 
 // Multi-host tests: three `homelock node` containers, each with its own
-// address on a private Docker network, cut off with `docker network
-// disconnect` and brought back. They need a Docker engine and run only with
+// address on a private Docker network: one cut off with `docker network
+// disconnect` and brought back, one frozen with `docker pause`, one killed
+// with `docker kill` and started again. They need a Docker engine and run only with
 // the docker build tag:
 //
 //	go test -tags docker ./cluster_test -run TestDocker -v
@@ -152,31 +153,11 @@ func (c *dockerCluster) lockToken(i int, key string, wait time.Duration) (fence.
 //   - reconnected, it joins again and grants again.
 func TestDockerPartitionAndRejoin(t *testing.T) {
 	c := startDockerCluster(t)
-	dir := t.TempDir()
-	held := keyHomedAt("n2", "held")
-	homed := keyHomedAt("n1", "homed")
-	before, err := c.lockToken(1, homed, 10*time.Second)
-	if err != nil {
-		t.Fatalf("lock %s before the cut: %v", homed, err)
-	}
-
-	// A command holds `held` through n1 when n1 is cut off.
-	first := startLockedCommand(t, c.bin, dir, held, c.api(0))
-	docker(t, "network", "disconnect", c.net, c.names[0])
-	cut := time.Now()
-	heldAt, _ := first.thenLockedThrough(t, c.bin, held, c.api(1), 30*time.Second)
-
-	after, err := c.lockToken(1, homed, 60*time.Second)
-	if err != nil {
-		t.Fatalf("lock %s (home n1, cut off) on n2: %v", homed, err)
-	}
-	rehomed := time.Since(cut)
+	s := c.silenceN1(t, "cut", "held", "homed", func() { docker(t, "network", "disconnect", c.net, c.names[0]) })
 	if ms := c.members(1); slices.Contains(ms, "n1") {
 		t.Fatalf("n1 still a member after its keys moved: %v", ms)
 	}
-	if !before.Less(after) {
-		t.Fatalf("token %s after the move, %s before it", after, before)
-	}
+	homed, after := s.homed, s.during
 
 	docker(t, "network", "connect", "--ip", c.ips[0], c.net, c.names[0])
 	back := time.Now()
@@ -191,6 +172,113 @@ func TestDockerPartitionAndRejoin(t *testing.T) {
 	if !after.Less(again) {
 		t.Fatalf("token %s after the rejoin, %s before it", again, after)
 	}
-	t.Logf("n1 cut off: its command stopped and n2 got %s %v later; %s (home n1) granted by a new home %v after the cut (%s -> %s); n1 a member again %v after reconnecting, token %s",
-		held, heldAt.Round(time.Millisecond), homed, rehomed.Round(time.Millisecond), before, after, rejoined.Round(time.Millisecond), again)
+	t.Logf("n1 cut off: %s; n1 a member again %v after reconnecting, token %s", s, rejoined.Round(time.Millisecond), again)
+}
+
+// silenced is what silenceN1 saw.
+type silenced struct {
+	what, held, homed string
+	heldAt, rehomed   time.Duration
+	before, during    fence.Token
+}
+
+func (s silenced) String() string {
+	return fmt.Sprintf("its command stopped and n2 got %s %v later; %s (home n1) granted by a new home %v after the %s (%s -> %s)",
+		s.held, s.heldAt.Round(time.Millisecond), s.homed, s.rehomed.Round(time.Millisecond), s.what, s.before, s.during)
+}
+
+// silenceN1 runs a command under a key (homed at n2) through n1, silences
+// n1 with fault, and requires that the command is stopped before n2 gets
+// that key, and that a key homed at n1 is granted by a new home, above the
+// token it had before.
+func (c *dockerCluster) silenceN1(t *testing.T, what, heldPrefix, homedPrefix string, fault func()) silenced {
+	t.Helper()
+	s := silenced{what: what, held: keyHomedAt("n2", heldPrefix), homed: keyHomedAt("n1", homedPrefix)}
+	var err error
+	if s.before, err = c.lockToken(1, s.homed, 10*time.Second); err != nil {
+		t.Fatalf("lock %s before the %s: %v", s.homed, what, err)
+	}
+	first := startLockedCommand(t, c.bin, t.TempDir(), s.held, c.api(0))
+	fault()
+	start := time.Now()
+	s.heldAt, _ = first.thenLockedThrough(t, c.bin, s.held, c.api(1), 30*time.Second)
+	if s.during, err = c.lockToken(1, s.homed, 60*time.Second); err != nil {
+		t.Fatalf("lock %s (home n1, after the %s) on n2: %v", s.homed, what, err)
+	}
+	s.rehomed = time.Since(start)
+	if !s.before.Less(s.during) {
+		t.Fatalf("token %s after the %s, %s before it", s.during, what, s.before)
+	}
+	return s
+}
+
+// healBound is how soon after a paused node resumes, or a killed one is
+// started again, every node must grant again: the same bound the process
+// tests assert (docs/membership.md), DownAfter + EpochLease + Skew + 10 s,
+// with the timings startDockerCluster gives the nodes.
+const healBound = 2*time.Second + 2*time.Second + 250*time.Millisecond + 10*time.Second
+
+// A node frozen whole by `docker pause` (the cgroup freezer: every thread
+// stops, the clocks do not), then one killed by `docker kill` and started
+// again from its container's data:
+//   - the command `homelock lock` runs under a key delegated to the paused
+//     node is stopped before a locker elsewhere gets that key;
+//   - the paused node's keys get a new home once it is agreed down, with
+//     tokens above every earlier one;
+//   - resumed, it learns it was removed, joins again and grants again, within
+//     healBound, under tokens above those granted while it was frozen;
+//   - the killed node, started again, passes its restart gate and grants its
+//     keys again within healBound, above every token before the kill.
+func TestDockerPauseAndKill(t *testing.T) {
+	c := startDockerCluster(t)
+	unpaused := false
+	t.Cleanup(func() {
+		if !unpaused {
+			_ = exec.Command("docker", "unpause", c.names[0]).Run()
+		}
+	})
+	s := c.silenceN1(t, "pause", "paused-held", "paused-homed", func() { docker(t, "pause", c.names[0]) })
+	// Frozen a while longer than memberlist's dead gossip and the epoch's
+	// lease: every timer it had armed is long past when it resumes.
+	time.Sleep(5 * time.Second)
+	docker(t, "unpause", c.names[0])
+	unpaused = true
+	resumed := time.Now()
+	var again fence.Token
+	var err error
+	waitFor(t, healBound, "n1 to grant again after the pause", func() bool {
+		again, err = c.lockToken(0, s.homed, time.Second)
+		return err == nil
+	})
+	healed := time.Since(resumed)
+	if !s.during.Less(again) {
+		t.Fatalf("token %s through n1 after it resumed, %s while it was paused", again, s.during)
+	}
+	t.Logf("n1 paused: %s; n1 granted again %v after resuming (%s)", s, healed.Round(time.Millisecond), again)
+
+	// Kill n3 and start it again: same container, same data, same address.
+	killedKey := keyHomedAt("n3", "killed-homed")
+	beforeKill, err := c.lockToken(0, killedKey, 30*time.Second)
+	if err != nil {
+		t.Fatalf("lock %s before the kill: %v", killedKey, err)
+	}
+	docker(t, "kill", c.names[2])
+	docker(t, "start", c.names[2])
+	started := time.Now()
+	var afterKill fence.Token
+	waitFor(t, healBound, "n3 to grant its keys again after a kill and start", func() bool {
+		afterKill, err = c.lockToken(2, killedKey, time.Second)
+		return err == nil
+	})
+	back := time.Since(started)
+	if !beforeKill.Less(afterKill) {
+		t.Fatalf("token %s after n3's restart, %s before its kill", afterKill, beforeKill)
+	}
+	for i := range c.names {
+		if !c.status(i).Status.Available {
+			t.Errorf("%s not available at the end", c.names[i])
+		}
+	}
+	t.Logf("n3 killed and started again: %s granted through it %v after the start (%s -> %s)",
+		killedKey, back.Round(time.Millisecond), beforeKill, afterKill)
 }
