@@ -73,7 +73,7 @@ func runHarness(args []string, stdout, stderr io.Writer) int {
 		}
 		d.Profile = func(phase string) func() { return profilePhase(filepath.Join(*profileDir, phaseFile(phase)), stderr) }
 	}
-	ctx, stop := onSignal(context.Background(), stderr)
+	ctx, stop := onSignal(context.Background(), stderr, "homelock harness", "cleaning up")
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
@@ -143,9 +143,10 @@ func (s signalled) Error() string { return s.Signal.String() + " signal received
 // onSignal is signal.NotifyContext with the signal kept as the context's
 // cause, so that the command can exit as a process killed by it would
 // (128 + its number: 130 for SIGINT, 143 for SIGTERM). After the first
-// signal the default action is restored: a second one stops the run at once,
-// leaving its data for the next run to remove.
-func onSignal(parent context.Context, stderr io.Writer) (context.Context, func()) {
+// signal the default action is restored: a second one stops the run at once
+// (the harness leaves its data for the next run to remove). what is the
+// command, doing what it does on the first signal.
+func onSignal(parent context.Context, stderr io.Writer, what, doing string) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(parent)
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
@@ -154,7 +155,7 @@ func onSignal(parent context.Context, stderr io.Writer) (context.Context, func()
 		select {
 		case s := <-ch:
 			signal.Stop(ch)
-			fmt.Fprintf(stderr, "homelock harness: %v: cleaning up (again to quit at once)\n", s)
+			fmt.Fprintf(stderr, "%s: %v: %s (again to quit at once)\n", what, s, doing)
 			cancel(signalled{s.(syscall.Signal)})
 		case <-done:
 		}

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -21,6 +23,9 @@ import (
 
 type simReport struct {
 	Seeds          int            `json:"seeds"`
+	FirstSeed      uint64         `json:"first_seed"`
+	LastSeed       uint64         `json:"last_seed"`
+	Stopped        string         `json:"stopped,omitempty"` // the signal that ended the run early
 	Violations     int            `json:"violations"`
 	SeedsPerSecond float64        `json:"seeds_per_second"`
 	WallSeconds    float64        `json:"wall_seconds"`
@@ -40,6 +45,10 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "seeds run in parallel")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the batch to this file (go tool pprof)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: homelock sim [--seeds N --first F | --seed S [--trace]] [flags]\n\nRuns the seeded protocol simulator: the machines production runs, on a\nvirtual network and clock with faults, judged by an independent checker.\nA failing seed is printed as it is found, with the command that replays\nit. SIGINT or SIGTERM stops handing out seeds: the running ones finish and\nthe report covers the seeds run (a second signal quits at once). Exit\nstatus: 0 no violation, 1 a violation, 2 bad flags, 130/143 stopped by\nSIGINT/SIGTERM without a violation. Flags:\n")
+		fs.PrintDefaults()
+	}
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -112,12 +121,17 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 			_ = f.Close()
 		}()
 	}
+	// A signal stops the handing out of seeds; the seeds running finish, so
+	// the seeds run are the range from --first to the last handed out, and
+	// the report covers exactly them.
+	ctx, stop := onSignal(context.Background(), stderr, "homelock sim", "finishing the seeds that run, then the report")
+	defer stop()
 	start := time.Now()
 	for w := 0; w < max(1, *workers); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
+			for ctx.Err() == nil {
 				s := next.Add(1) - 1
 				if s >= last {
 					return
@@ -131,6 +145,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 				}
 				if r.Failed() {
 					failing = append(failing, r)
+					// At once, not only at the end: a long run shows its
+					// failures while it goes on.
+					fmt.Fprintf(stderr, "\nseed %d: %s (replay: homelock sim --seed %d --trace)\n", s, r.Violations[0].Invariant, s)
 				}
 				mu.Unlock()
 				if bar != nil {
@@ -141,12 +158,23 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	}
 	wg.Wait()
 	wall := time.Since(start)
+	ran := int(min(next.Load(), last) - *first)
+	var sig signalled
+	stopped := errors.As(context.Cause(ctx), &sig)
 	if bar != nil {
-		_ = bar.Finish()
+		if stopped {
+			_ = bar.Exit()
+		} else {
+			_ = bar.Finish()
+		}
 		fmt.Fprintln(stderr)
 	}
 	sort.Slice(failing, func(i, j int) bool { return failing[i].Seed < failing[j].Seed })
-	rep := simReport{Seeds: *seeds, Violations: len(failing), SeedsPerSecond: float64(*seeds) / wall.Seconds(), WallSeconds: wall.Seconds(), Faults: faults}
+	rep := simReport{Seeds: ran, FirstSeed: *first, LastSeed: *first + uint64(ran) - 1, Violations: len(failing),
+		SeedsPerSecond: float64(ran) / wall.Seconds(), WallSeconds: wall.Seconds(), Faults: faults}
+	if stopped {
+		rep.Stopped = sig.Signal.String()
+	}
 	for _, r := range failing {
 		rep.FailingSeeds = append(rep.FailingSeeds, r.Seed)
 	}
@@ -155,7 +183,11 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(rep)
 	} else {
-		fmt.Fprintf(stdout, "seeds run:        %d\nviolations:       %d\nseeds per second: %.1f\nwall time:        %v\n", rep.Seeds, rep.Violations, rep.SeedsPerSecond, wall.Round(time.Millisecond))
+		fmt.Fprintf(stdout, "seeds run:        %d (%d to %d)\n", rep.Seeds, rep.FirstSeed, rep.LastSeed)
+		if stopped {
+			fmt.Fprintf(stdout, "stopped by:       %v, after %d of %d seeds\n", sig.Signal, ran, *seeds)
+		}
+		fmt.Fprintf(stdout, "violations:       %d\nseeds per second: %.1f\nwall time:        %v\n", rep.Violations, rep.SeedsPerSecond, wall.Round(time.Millisecond))
 		fmt.Fprintln(stdout, "schedules exercising each fault kind:")
 		kinds := make([]string, 0, len(faults))
 		for k := range faults {
@@ -186,8 +218,11 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprint(stdout, "\n", failing[0].Report())
 		}
 	}
-	if len(failing) > 0 {
+	switch {
+	case len(failing) > 0:
 		return 1
+	case stopped:
+		return 128 + int(sig.Signal)
 	}
 	return 0
 }
