@@ -17,15 +17,53 @@ import (
 // deadline.
 const maxSleep = 100 * time.Millisecond
 
-// receive is the transport's Handler: one envelope, one step.
+// receive is the transport's Handler. It leaves env in the inbox and steps
+// it only if no one holds the step locks; otherwise whoever holds them steps
+// it before letting go (unlockAll), and receive returns at once, as
+// transport.Handler asks: a slow step (a synced epoch write, a long burst)
+// no longer holds up the stream the envelope came on, and a goroutine that
+// already runs does the step instead of one more that wakes for it. Beyond
+// inboxCap envelopes waiting, receive waits for the locks, as the
+// transport's flow control expects of a receiver that cannot keep up.
 func (n *Node) receive(env msg.Envelope) {
-	n.lockAll()
-	defer n.unlockAll()
-	if !n.usable() {
-		return // not started yet or stopped: the sender retries
+	if n.in.push(env) > inboxCap {
+		n.lockAll()
+		n.unlockAll()
+		return
 	}
-	now := n.clock.Now()
-	n.apply(now, n.core.Receive(now, env))
+	n.drainIfFree()
+}
+
+// inboxCap is how many received envelopes may wait for a step before the
+// transport's handler waits too.
+const inboxCap = 4096
+
+// drainIfFree steps the inbox's envelopes if the step locks are free; if
+// they are not, their holder steps them before letting go.
+func (n *Node) drainIfFree() {
+	if n.in.waiting() && n.mu.TryLock() {
+		n.lockShards()
+		n.unlockAll()
+	}
+}
+
+// drainInbox steps every envelope received, in the order received, one step
+// each (all locks held). Envelopes received while the node cannot step are
+// dropped: the sender retries.
+func (n *Node) drainInbox() {
+	for {
+		batch := n.in.take()
+		if len(batch) == 0 {
+			return
+		}
+		for _, env := range batch {
+			if n.usable() {
+				now := n.clock.Now()
+				n.apply(now, n.core.Receive(now, env))
+			}
+		}
+		n.in.giveBack(batch)
+	}
 }
 
 // apply carries out one step's Ready, in the order the core requires: the

@@ -68,6 +68,10 @@ type Node struct {
 	lastBoot time.Time
 	member   memberState
 
+	// in is what the transport received and no step has taken yet
+	// (receive).
+	in inbox
+
 	local        localLocks
 	fencedWrites atomic.Uint64
 	clockJumps   atomic.Uint64

@@ -112,17 +112,46 @@ func (s *lockShard) keep(sec *section) {
 // of the core needs.
 func (n *Node) lockAll() {
 	n.mu.Lock()
+	n.lockShards()
+}
+
+func (n *Node) lockShards() {
 	for i := range n.shards {
 		n.shards[i].mu.Lock()
 	}
 }
 
+// unlockAll steps what the transport left in the inbox meanwhile, then lets
+// every lock go. An envelope left after that last look found its handler's
+// TryLock failing (the locks were still held), so unlockAll looks again
+// once it has let go, and steps it if it gets the locks back; if another
+// goroutine got them, that one will. A goroutine that keeps finding more
+// (a caller's Unlock under a steady stream of messages) hands the rest to
+// the timer goroutine after a few rounds instead of serving them all.
 func (n *Node) unlockAll() {
-	for i := range n.shards {
-		n.shards[i].mu.Unlock()
+	for round := 0; ; round++ {
+		n.drainInbox()
+		for i := range n.shards {
+			n.shards[i].mu.Unlock()
+		}
+		n.mu.Unlock()
+		if !n.in.waiting() {
+			return
+		}
+		if round == maxDrainRounds {
+			n.kickTimer() // its tick steps them
+			return
+		}
+		if !n.mu.TryLock() {
+			return // its holder steps them
+		}
+		n.lockShards()
 	}
-	n.mu.Unlock()
 }
+
+// maxDrainRounds bounds how often one unlockAll takes the locks back for
+// envelopes that arrived while it let them go.
+const maxDrainRounds = 4
 
 // lowerArmed makes the timer goroutine wake by d if it sleeps towards a
 // later tick, from the repeat path (only its shard's lock held): the armed
