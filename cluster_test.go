@@ -45,7 +45,7 @@ func TestThreeNodesLockEverywhere(t *testing.T) {
 // Workers on all three nodes increment one shared counter under the lock;
 // no update is lost, and tokens seen in order never go back.
 func TestThreeNodesContention(t *testing.T) {
-	c := newCluster(t, 3, nil)
+	c := newCluster(t, 3, longLeases)
 	c.waitAvailable()
 	const perWorker = 15
 	var (

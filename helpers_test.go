@@ -53,6 +53,17 @@ func testConfig(t testing.TB, id string) Config {
 	return c
 }
 
+// longLeases gives a cluster's delegations leases that outlast a starved
+// timer goroutine: tests that keep both cores busy (under the race
+// detector, on a loaded machine) and check exclusion, not lease timing,
+// would otherwise see a section's lease run out while its renewal waited
+// for a core, which is the protocol doing its job.
+func longLeases(c *Config) {
+	c.MaxLease = 2 * time.Second
+	c.EpochLease = 3 * time.Second
+	c.Skew = 150 * time.Millisecond
+}
+
 func testKeyRing(t testing.TB) *fence.KeyRing {
 	r := fence.NewKeyRing()
 	require.NoError(t, r.Add("k1", []byte("0123456789abcdef0123456789abcdef")))

@@ -57,6 +57,7 @@ func (n *Node) lockLocal(ctx context.Context, key string, o lockOptions, try boo
 	n.mu.Lock()
 	err := n.admissible(key)
 	n.mu.Unlock()
+	n.drainIfFree() // an envelope received meanwhile found mu taken
 	if err != nil {
 		return Handle{}, err
 	}
