@@ -33,24 +33,7 @@ func BenchmarkHotKey(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	// Where the harness puts it (tmpfs when there is one): on a disk every
-	// synced write of the store would cost an fsync, and the benchmark
-	// would measure the disk (650 to 1,060 handoffs/s on this project's
-	// VM, against the harness's 5,000 to 7,000).
-	w, _, err := newWorkDir(workParent(""))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer w.remove()
-	c, err := startCluster(ctx, w.sub("cluster"), 3)
-	if c != nil {
-		defer c.close()
-	}
-	if err != nil {
-		b.Fatal(err)
-	}
+	ctx, c := benchCluster(b)
 	r := newReport()
 	kinds0 := c.sentByKind()
 	cpu0 := cpuTime(b)
@@ -95,6 +78,29 @@ func BenchmarkHotKey(b *testing.B) {
 			b.ReportMetric(float64(n)/handoffs, k+"/handoff")
 		}
 	}
+}
+
+// benchCluster starts a 3-node cluster for a benchmark, closed and removed
+// when it ends, where the harness puts its own (tmpfs when there is one): on
+// a disk every synced write of the store would cost an fsync, and the
+// benchmark would measure the disk (650 to 1,060 handoffs/s on this
+// project's VM, against the harness's 5,000 to 7,000).
+func benchCluster(b *testing.B) (context.Context, *cluster) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	b.Cleanup(cancel)
+	w, _, err := newWorkDir(workParent(""))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = w.remove() })
+	c, err := startCluster(ctx, w.sub("cluster"), 3)
+	if c != nil {
+		b.Cleanup(c.close)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ctx, c
 }
 
 // sentByKind sums the delegation messages sent, per kind, and the stream

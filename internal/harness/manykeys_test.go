@@ -1,0 +1,38 @@
+//go:build unix
+
+package harness
+
+import (
+	"testing"
+	"time"
+)
+
+// BenchmarkManyKeys runs the harness's many-keys phase alone, lock only: a
+// 3-node cluster in the harness's work directory, 4 workers per node
+// locking and unlocking keys drawn from 64 for 3s per iteration; run it with
+// -benchtime=Nx. It reports operations per second and the process's CPU
+// time (all three nodes) per operation, the steadier of the two on a shared
+// machine, and the delegation messages per operation.
+func BenchmarkManyKeys(b *testing.B) {
+	const d, workers, keys = 3 * time.Second, 4, 64
+	ctx, c := benchCluster(b)
+	msgs0, _ := c.delegationMsgs()
+	cpu0 := cpuTime(b)
+	var ops float64
+	b.ResetTimer()
+	for range b.N {
+		perS, _, err := c.manyKeys(ctx, d, workers, keys, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ops += perS * d.Seconds()
+	}
+	b.StopTimer()
+	cpu1 := cpuTime(b)
+	msgs1, _ := c.delegationMsgs()
+	b.ReportMetric(ops/(d.Seconds()*float64(b.N)), "ops/s")
+	if ops > 0 {
+		b.ReportMetric(float64((cpu1-cpu0).Microseconds())/ops, "cpu-µs/op")
+		b.ReportMetric(float64(msgs1-msgs0)/ops, "msgs/op")
+	}
+}
