@@ -27,6 +27,7 @@ const maxSleep = 100 * time.Millisecond
 // transport's flow control expects of a receiver that cannot keep up.
 func (n *Node) receive(env msg.Envelope) {
 	if n.in.push(env) > inboxCap {
+		n.in.full.Add(1)
 		n.lockAll()
 		n.unlockAll()
 		return

@@ -16,6 +16,9 @@ type inbox struct {
 	spare []msg.Envelope
 	// n is len(q), read without mu to see whether anything waits.
 	n atomic.Int32
+	// full counts envelopes that found inboxCap waiting, whose handler
+	// then waited for the locks (Stats.InboxFull).
+	full atomic.Uint64
 }
 
 // push appends env and returns how many envelopes now wait.
@@ -29,6 +32,9 @@ func (b *inbox) push(env msg.Envelope) int {
 }
 
 func (b *inbox) waiting() bool { return b.n.Load() > 0 }
+
+// len is how many envelopes wait now.
+func (b *inbox) len() int { return int(b.n.Load()) }
 
 // take returns every waiting envelope, oldest first; the caller hands the
 // slice back with giveBack once it has stepped them.

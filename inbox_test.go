@@ -56,3 +56,30 @@ func TestReceiveDoesNotWaitForTheLocks(t *testing.T) {
 	n.unlockAll()
 	require.False(t, n.in.waiting(), "unlockAll let the locks go with an envelope left in the inbox")
 }
+
+// Past inboxCap waiting envelopes the handler waits for the locks (the
+// transport's flow control then holds the sender back) and counts it.
+func TestReceiveWaitsWhenTheInboxIsFull(t *testing.T) {
+	n := readyNode(t)
+	env := msg.Envelope{From: msg.Member{ID: "stranger", Store: 9, Version: 1}, Body: msg.Acquire{Key: "k"}}
+	n.lockAll()
+	for range inboxCap {
+		n.in.push(env)
+	}
+	returned := make(chan struct{})
+	go func() {
+		n.receive(env)
+		close(returned)
+	}()
+	select {
+	case <-returned:
+		n.unlockAll()
+		t.Fatal("receive returned with the inbox full and the locks held")
+	case <-time.After(100 * time.Millisecond):
+	}
+	n.unlockAll()
+	<-returned
+	st := n.Stats()
+	require.Equal(t, uint64(1), st.InboxFull)
+	require.Zero(t, st.Inbox)
+}

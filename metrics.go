@@ -40,6 +40,7 @@ func NewCollector(n *Node) *Collector {
 		{d("deferred_lockers", "Local lockers queued."), func(s *Stats) float64 { return float64(s.Deferred) }},
 		{d("live_delegations", "Live delegations granted by this node as a home."), func(s *Stats) float64 { return float64(s.Live) }},
 		{d("waiting_requests", "Requests queued at this node as a home."), func(s *Stats) float64 { return float64(s.Waiting) }},
+		{d("inbox_envelopes", "Received messages waiting for a step."), func(s *Stats) float64 { return float64(s.Inbox) }},
 	}
 	c.counts = []metric{
 		{d("admissions_total", "Critical sections admitted."), func(s *Stats) float64 { return float64(s.Admissions) }},
@@ -56,6 +57,7 @@ func NewCollector(n *Node) *Collector {
 		{d("unused_grants_total", "Grants given back unused (late, recalled or withdrawn)."), func(s *Stats) float64 { return float64(s.Unused) }},
 		{d("dropped_messages_total", "Messages dropped on full peer queues."), func(s *Stats) float64 { return float64(s.Dropped) }},
 		{d("lost_streams_total", "Peer streams that failed."), func(s *Stats) float64 { return float64(s.Lost) }},
+		{d("inbox_full_total", "Received messages that found the inbox full, their stream made to wait."), func(s *Stats) float64 { return float64(s.InboxFull) }},
 	}
 	c.status = []statusMetric{
 		{d("epoch", "The learned membership epoch (0: none agreed yet)."), func(s *Status) float64 { return float64(s.Epoch) }},

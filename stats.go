@@ -42,12 +42,19 @@ type Stats struct {
 	Dropped        uint64 // full peer queues
 	Lost           uint64 // failed streams
 	Frames         uint64 // stream writes; Sent.Msgs / Frames envelopes each
+
+	// Inbox is how many received envelopes wait for a step now; InboxFull
+	// counts those that found the inbox full, whose stream then waited.
+	Inbox     int
+	InboxFull uint64
 }
 
 // Stats returns the node's counters; it is cheap enough to scrape often.
 func (n *Node) Stats() Stats {
 	var s Stats
 	n.lockAll()
+	s.Inbox = n.in.len() // before unlockAll steps them
+	s.InboxFull = n.in.full.Load()
 	if n.core != nil {
 		hs, ds := n.core.Stats()
 		s.Held, s.Pending, s.Deferred = ds.Held, ds.Pending, ds.Deferred
