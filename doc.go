@@ -37,7 +37,10 @@
 // step's Ready is carried out in order: the durable writes are committed to
 // the Pebble store (synced) first, then the messages are handed to the
 // transport (which never blocks), then the events go to the waiting lockers
-// or start store hooks. The repeat lock and unlock of a key whose delegation
+// or start store hooks. A message the transport hands over waits in an
+// inbox (inbox.go) if another step holds the locks: that step runs it, in
+// the order received, before letting go, so the transport never waits on
+// the node. The repeat lock and unlock of a key whose delegation
 // this node holds take only the key's shard lock, so they run on every core
 // at once. Store hooks run on worker goroutines kept while hooks keep
 // coming (a second idle ends one), off the locks, bounded by the
