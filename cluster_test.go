@@ -144,6 +144,34 @@ func TestCloseThenOpen(t *testing.T) {
 	require.NoError(t, h.Unlock())
 }
 
+// A one-node cluster restarted at another gRPC address (a port chosen at
+// start, a rescheduled pod) is the only member able to record its new
+// address: it agrees the epoch that does, and grants again. It used to wait
+// for ever for another member to do it, refusing every lock.
+func TestSoleMemberRestartsAtAnotherAddress(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	c.waitAvailable()
+	ctx := context.Background()
+	before := c.nodes[0].GRPCAddr()
+	epoch := c.nodes[0].Status().Epoch
+	require.NoError(t, c.nodes[0].Close(killed()))
+	c.nodes[0] = nil
+	n, err := Open(ctx, c.cfgs[0]) // GRPCAddr 127.0.0.1:0: another port
+	require.NoError(t, err)
+	c.nodes[0] = n
+	require.NotEqual(t, before, n.GRPCAddr())
+	c.waitAvailable()
+	st := n.Status()
+	require.Greater(t, st.Epoch, epoch, "no epoch recorded the new address")
+	require.Len(t, st.Members, 1)
+	require.Equal(t, n.GRPCAddr(), st.Members[0].Addr)
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	h, err := n.Lock(lctx, "after-move")
+	require.NoError(t, err)
+	require.NoError(t, h.Unlock())
+}
+
 // A killed node (it hands nothing off) is agreed down after DownAfter; its
 // keys get a new home.
 func TestKilledNodeRehomed(t *testing.T) {

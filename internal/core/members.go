@@ -361,7 +361,14 @@ func (n *Node) retryJoin(now time.Time) {
 	if !m.wantJoin || m.leaving || m.duplicate != "" || now.Before(m.nextJoin) || n.JoinDelay(now) > 0 {
 		return
 	}
-	seeds := n.joinSeeds()
+	seeds, members := n.joinSeeds()
+	if !members && n.selfStale() {
+		// A member whose entry is out of date (it restarted at another
+		// address or version) and sees no other member alive: nobody else
+		// would propose its update, so it does, as its own seed. In an
+		// epoch it is the only member of, nobody else ever could.
+		seeds = []msg.Member{n.cfg.Self}
+	}
 	if len(seeds) == 0 {
 		return
 	}
@@ -369,22 +376,39 @@ func (n *Node) retryJoin(now time.Time) {
 	m.joinSeq++
 	seed := seeds[m.joinSeq%len(seeds)]
 	m.lastSeed = seed.ID
-	n.book[seed.ID] = seed
+	if seed.ID != n.cfg.Self.ID {
+		n.book[seed.ID] = seed
+	}
 	n.push(msg.Envelope{To: seed.ID, Body: msg.Join{Member: n.cfg.Self}})
 }
 
-// joinSeeds are the members to ask: those of the learned epoch that look
-// alive in gossip, else the live peers gossip knows.
-func (n *Node) joinSeeds() []msg.Member {
-	var out []msg.Member
+// selfStale reports whether this node is a member of its learned epoch (node
+// ID and store) under an entry that differs from itself as it runs now.
+func (n *Node) selfStale() bool {
+	l, _, ok := n.ep.Current()
+	if !ok || l.Epoch.Number == 0 {
+		return false
+	}
+	got, in := l.Epoch.Member(n.cfg.Self.ID)
+	return in && got.Store == n.cfg.Self.Store && got != n.cfg.Self
+}
+
+// joinSeeds are the members to ask, with members reporting whether they are
+// members of the learned epoch: those that look alive in gossip, at the
+// address gossip advertises now (an epoch's entry is stale for a member that
+// moved since it was agreed); else the live peers gossip knows.
+func (n *Node) joinSeeds() (out []msg.Member, members bool) {
 	if l, _, ok := n.ep.Current(); ok && l.Epoch.Number >= 1 {
 		for _, mb := range l.Epoch.Members {
-			if mb.ID != n.cfg.Self.ID && n.mem.alive(mb) {
-				out = append(out, mb)
+			if mb.ID == n.cfg.Self.ID {
+				continue
+			}
+			if p, ok := n.mem.peer(mb); ok && (p.Local || p.State != PeerDead) {
+				out = append(out, p.Member)
 			}
 		}
 		if len(out) > 0 {
-			return out
+			return out, true
 		}
 	}
 	for _, p := range n.mem.view {
@@ -392,7 +416,7 @@ func (n *Node) joinSeeds() []msg.Member {
 			out = append(out, p.Member)
 		}
 	}
-	return out
+	return out, false
 }
 
 // detectDown proposes an epoch without each member that looked down for

@@ -120,12 +120,20 @@ func New(cfg Config, now time.Time, st epoch.State, marker bool) *Node {
 	n.mem.init(cfg.Members)
 	if st.Learned != nil {
 		n.curNumber, n.curDigest = st.Learned.Epoch.Number, st.Learned.Epoch.Digest()
-		n.noteEpoch(st.Learned.Epoch)
-		n.noteEpoch(st.Learned.Cert.Prev)
+		n.noteEpochs(*st.Learned)
 		n.holder.OnEpoch(now, st.Learned.Epoch)
 		n.onLearned()
 	}
 	return n
+}
+
+// noteEpochs puts the members of a learned epoch in the book, and those of
+// the epoch before it that it no longer has (a member that left is still
+// asked to drain). The learned epoch's entry wins: a member that rejoined at
+// another address is reached there, the Learn of that very epoch included.
+func (n *Node) noteEpochs(l epoch.Learned) {
+	n.noteEpoch(l.Cert.Prev)
+	n.noteEpoch(l.Epoch)
 }
 
 func (n *Node) noteEpoch(e msg.Epoch) {

@@ -141,8 +141,7 @@ func (n *Node) absorbEpoch(now time.Time, o epoch.Output) {
 	if o.Learned != nil {
 		n.rd.Learned = o.Learned
 		n.curNumber, n.curDigest = o.Learned.Epoch.Number, o.Learned.Epoch.Digest()
-		n.noteEpoch(o.Learned.Epoch)
-		n.noteEpoch(o.Learned.Cert.Prev)
+		n.noteEpochs(*o.Learned)
 	}
 	n.local = append(n.local, o.Msgs...)
 	if o.NewEpoch && o.Learned != nil {
