@@ -43,7 +43,8 @@
 //     epochs learned stay within each fault's budget (healing.go).
 //
 // Besides the broad faults (crashes, pauses, partitions, a lossy network,
-// joins, leaves, upgrades, proposal duels), harsh.go aims at single
+// joins, leaves, upgrades, proposal duels, restarts at another address with
+// seeds given by name), harsh.go aims at single
 // rules: clock rates exactly at the drift bound, suspends the lease clock
 // misses (ClockJump on resume) and suspends it counts (messages before the
 // first tick), delays of seconds, old messages across restarts in both

@@ -1,6 +1,7 @@
 package clustertest
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -77,12 +78,14 @@ func (s *Sim) randomFault() {
 		n := s.randomNode()
 		s.budget(2)
 		s.crash(n)
+		s.maybeMove(n)
 		s.After(upTo(3*time.Second), func() { s.restart(n) })
 	case 4: // crash, down long enough to be agreed down, restart: it asks
 		// to join again once its restart gate passed
 		n := s.randomNode()
 		s.budget(2)
 		s.crash(n)
+		s.maybeMove(n)
 		s.After(upTo(4*time.Second)+s.downAfter+deadAfter, func() { s.restart(n) })
 	case 5: // pause longer than every lease, then resume; or just past one
 		// lease, which failure detection may not notice: the grants that
@@ -200,7 +203,7 @@ func (s *Sim) joinNew(seed *simNode) {
 	s.faults["join"]++
 	s.budget(1)
 	s.trace("join %s via %s", n.id, seed.id)
-	n.seeds = []string{gossipAddr(seed)}
+	n.seeds = []string{seedName(seed)}
 	n.start(s, nil)
 	for l := 0; l < s.cfg.Lockers; l++ {
 		s.scheduleLock(n, s.think())
@@ -286,4 +289,20 @@ func ids(ns []*simNode) []msg.NodeID {
 		out[i] = n.id
 	}
 	return out
+}
+
+// maybeMove gives a crashed node, one time in three, another transport and
+// gossip address for its restart, as a rescheduled pod gets a new IP: what
+// it sent before is still addressed to the old one, where nothing answers,
+// and it must be reached at the new one once it asks to rejoin (it keeps
+// its store, so it keeps its keys: one epoch updates its entry).
+func (s *Sim) maybeMove(n *simNode) {
+	if s.rng.IntN(3) != 0 {
+		return
+	}
+	s.faults["restart_moved"]++
+	s.budget(1)
+	n.moves++
+	n.member.Addr = fmt.Sprintf("%s.%d", n.id, n.moves)
+	s.trace("move %s to %s", n.id, n.member.Addr)
 }

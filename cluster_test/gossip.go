@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/homelock/homelock/internal/core"
@@ -47,6 +48,28 @@ func gossipAddr(n *simNode) string {
 		n.gossip, n.gossipOf = "gossip:"+n.member.Addr, n.member.Addr
 	}
 	return n.gossip
+}
+
+// seedName is how the configuration names n as a seed: a DNS name that
+// follows the node when it moves (maybeMove), as a deployment whose
+// addresses change gives --join and --initial. A node that never learned
+// an epoch has only its seeds to find the cluster by; with a bare address
+// that moved away, neither it nor the cluster could ever find the other.
+func seedName(n *simNode) string { return "dns:" + string(n.id) }
+
+// byName resolves a seed name to the node it names (nil: not a name). An
+// impostor shares a node ID; the name belongs to the first node given it.
+func (s *Sim) byName(addr string) *simNode {
+	id, ok := strings.CutPrefix(addr, "dns:")
+	if !ok {
+		return nil
+	}
+	for _, n := range s.nodes {
+		if string(n.id) == id {
+			return n
+		}
+	}
+	return nil
 }
 
 // up reports whether n's process runs and answers.
@@ -196,8 +219,9 @@ func (s *Sim) coreView(a *simNode) []core.GossipPeer {
 // there is reached, both learn each other and each other's views.
 func (s *Sim) gossipJoin(a *simNode, addr string) {
 	s.faults["gossip_join"]++
+	named := s.byName(addr)
 	for _, b := range s.nodes {
-		if b == a || gossipAddr(b) != addr || !s.gossipReach(a, b) {
+		if b == a || (gossipAddr(b) != addr && b != named) || !s.gossipReach(a, b) {
 			continue
 		}
 		s.trace("gossip join %s -> %s", a.id, b.id)

@@ -73,7 +73,7 @@ var mutations = map[string]mutationEntry{
 	// Agreement.
 	"Epoch.AdoptFirstValue":       {broken: []string{invEpochFork, lockcheck.InvCertificate}, seeds: 20, schedule: func(seed uint64) SimConfig { return scripted(seed, lostHigherValue, nil) }},
 	"Epoch.AcceptBelowPromise":    {broken: []string{invEpochFork, lockcheck.InvCertificate}, seeds: 400},
-	"Epoch.CountDuplicateAccepts": {broken: []string{lockcheck.InvCertificate}, seeds: 150},
+	"Epoch.CountDuplicateAccepts": {broken: []string{lockcheck.InvCertificate}, seeds: 400},
 }
 
 // mutationSwitches lists every bool in Mutations (and in the structs within

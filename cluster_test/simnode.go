@@ -26,7 +26,9 @@ type simNode struct {
 	disk disk
 	core *core.Node
 	// gen is bumped by a crash; events of an earlier process are ignored.
-	gen      uint64
+	gen uint64
+	// moves counts the restarts that came up at another address.
+	moves    int
 	paused   bool
 	deferred []*event
 	tickSeq  uint64

@@ -156,11 +156,11 @@ func newSim(cfg SimConfig) *Sim {
 		initial = append(initial, n.id)
 	}
 	// Every initial node is given the others' gossip addresses, as the
-	// README's --initial ID=ADDR list does.
+	// README's --initial ID=ADDR list does, by name (seedName).
 	for _, n := range s.nodes {
 		for _, o := range s.nodes {
 			if o != n {
-				n.seeds = append(n.seeds, gossipAddr(o))
+				n.seeds = append(n.seeds, seedName(o))
 			}
 		}
 		n.start(s, initial)
