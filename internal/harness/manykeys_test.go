@@ -17,6 +17,7 @@ func BenchmarkManyKeys(b *testing.B) {
 	const d, workers, keys = 3 * time.Second, 4, 64
 	ctx, c := benchCluster(b)
 	msgs0, _ := c.delegationMsgs()
+	frames0 := c.sentByKind()["frames"]
 	cpu0 := cpuTime(b)
 	var ops float64
 	b.ResetTimer()
@@ -30,9 +31,11 @@ func BenchmarkManyKeys(b *testing.B) {
 	b.StopTimer()
 	cpu1 := cpuTime(b)
 	msgs1, _ := c.delegationMsgs()
+	frames1 := c.sentByKind()["frames"]
 	b.ReportMetric(ops/(d.Seconds()*float64(b.N)), "ops/s")
 	if ops > 0 {
 		b.ReportMetric(float64((cpu1-cpu0).Microseconds())/ops, "cpu-µs/op")
 		b.ReportMetric(float64(msgs1-msgs0)/ops, "msgs/op")
+		b.ReportMetric(float64(frames1-frames0)/ops, "frames/op")
 	}
 }

@@ -53,10 +53,15 @@ func (c *cluster) reclaim(ctx context.Context, r *Report, round int) error {
 		return err
 	}
 	inc := c.nodes[home].Incarnation()
+	addr := c.nodes[home].GRPCAddr()
 	_ = c.nodes[home].Close(killed(ctx))
 	c.nodes[home] = nil
 	cfg := c.cfgs[home]
 	cfg.Bootstrap, cfg.InitialMembers = false, nil
+	// At its own address, as a deployment restarts a node: at another one
+	// it would also ask to rejoin, an epoch that comes after the grant
+	// measured here.
+	cfg.GRPCAddr = addr
 	start := time.Now()
 	n, err := homelock.Open(ctx, cfg)
 	if err != nil {
