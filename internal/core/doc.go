@@ -29,10 +29,13 @@
 // failure detector's view is an input (Gossip), and Maintain returns in
 // Ready the removals proposed, the joins sent, the memberlist joins to make
 // and the gossip addresses to keep; a Join under a live member's node ID
-// with another store is refused before any machine sees it.
+// with another store is refused before any machine sees it. A member that
+// comes back at another address is reached at the address the newest epoch
+// (or, asked to let it in, gossip) gives, and proposes its own new entry
+// when no other member is alive to (H23).
 //
 // Hn names a hazard schedule, the reason for a rule: docs/design.md lists
-// H1–H22 with the rule for each.
+// H1–H23 with the rule for each.
 //
 // Header rules applied before any machine sees a message:
 //   - a message from an incarnation below one that reclaimed from us is
