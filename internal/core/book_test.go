@@ -113,3 +113,33 @@ func TestSoleMemberProposesItsOwnNewEntry(t *testing.T) {
 		t.Fatalf("not lockable after its entry was updated: %s", why)
 	}
 }
+
+// With other members, a stale member that sees none of them alive proposes
+// its entry itself, and says so; it cannot be learned without a majority.
+func TestStaleMemberAloneProposes(t *testing.T) {
+	me := m1
+	me.Addr = "g1-restarted"
+	n := memberNode(me, time.Time{}, m1, m2, m3)
+	n.Gossip(hBase, []GossipPeer{self(me), peer(m2, PeerDead)})
+	prepares := 0
+	for _, o := range n.Maintain(hBase).Msgs {
+		if o.Env.Body.Kind() == msg.KindPrepare {
+			prepares++
+		}
+	}
+	if prepares != 2 {
+		t.Fatalf("%d Prepares sent, want one to each other member", prepares)
+	}
+	if d := n.PhaseDetail(hBase); d != "joining: no other member alive in gossip; proposing its own new entry" {
+		t.Fatalf("phase %q", d)
+	}
+	// A member alive in gossip is asked instead.
+	n = memberNode(me, time.Time{}, m1, m2, m3)
+	n.Gossip(hBase, []GossipPeer{self(me), peer(m2, PeerAlive)})
+	if rd := n.Maintain(hBase); !hasKind(rd, msg.KindJoin) || hasKind(rd, msg.KindPrepare) {
+		t.Fatal("a stale member proposed its own entry although n2 was alive to ask")
+	}
+	if d := n.PhaseDetail(hBase); d != "joining: asked n2" {
+		t.Fatalf("phase %q", d)
+	}
+}

@@ -685,7 +685,11 @@ func (n *Node) PhaseDetail(now time.Time) string {
 	case PhaseRestartGate:
 		return fmt.Sprintf("restart gate: %.1fs left before asking to join", n.JoinDelay(now).Seconds())
 	case PhaseJoining:
-		if m.lastSeed != "" {
+		switch m.lastSeed {
+		case "":
+		case n.cfg.Self.ID:
+			return "joining: no other member alive in gossip; proposing its own new entry"
+		default:
 			return "joining: asked " + string(m.lastSeed)
 		}
 		return "joining: no member alive in gossip yet"
