@@ -143,3 +143,58 @@ func TestStaleMemberAloneProposes(t *testing.T) {
 		t.Fatalf("phase %q", d)
 	}
 }
+
+// A message from the process before a restart at another address, delayed
+// past the restart, does not send the book back to the old address.
+func TestOldIncarnationDoesNotMoveTheBookBack(t *testing.T) {
+	moved := m2
+	moved.Addr = "g2-restarted"
+	n := memberNode(m1, time.Time{}, m1, m2, m3)
+	hello := func(from msg.Member, inc uint64) {
+		n.Receive(hBase, msg.Envelope{From: from, FromInc: inc, To: "n1", Epoch: 5, Version: 1, Body: msg.EpochQuery{}})
+	}
+	hello(moved, 4)
+	if got, _ := n.Book("n2"); got != moved {
+		t.Fatalf("book has n2 as %+v after its new process spoke", got)
+	}
+	hello(m2, 3) // the old process's, late
+	if got, _ := n.Book("n2"); got != moved {
+		t.Fatalf("a late message of incarnation 3 moved n2 back to %q", got.Addr)
+	}
+	hello(m2, 5) // it moved back
+	if got, _ := n.Book("n2"); got != m2 {
+		t.Fatalf("book has n2 as %+v after incarnation 5 spoke from %q", got, m2.Addr)
+	}
+}
+
+// A node restored on an old epoch reaches a member that moved since at the
+// address gossip advertises: its renewals, and so the answers that tell it
+// of newer epochs, go there. An impostor's advertisement (a live member's
+// node ID with another store) does not redirect the member's messages.
+func TestBookFollowsGossip(t *testing.T) {
+	moved := m2
+	moved.Addr = "g2-restarted"
+	impostor := msg.Member{ID: "n3", Store: 77, Addr: "elsewhere", Version: 1}
+	n := memberNode(m1, time.Time{}, m1, m2, m3)
+	n.Gossip(hBase, []GossipPeer{self(m1), peer(moved, PeerAlive), peer(m3, PeerAlive), peer(impostor, PeerAlive)})
+	if got, _ := n.Book("n2"); got != moved {
+		t.Fatalf("book has n2 as %+v, gossip says %q", got, moved.Addr)
+	}
+	if got, _ := n.Book("n3"); got != m3 {
+		t.Fatalf("an impostor's gossip entry took n3's place: %+v", got)
+	}
+	sent := false
+	for d := time.Duration(0); d < 2*hEpochLease && !sent; d += 50 * time.Millisecond {
+		for _, o := range n.Tick(hBase.Add(d)).Msgs {
+			if o.To.ID == "n2" {
+				sent = true
+				if o.To != moved {
+					t.Fatalf("%v sent to n2 at %q, not where it runs", o.Env.Body.Kind(), o.To.Addr)
+				}
+			}
+		}
+	}
+	if !sent {
+		t.Fatal("nothing was sent to n2")
+	}
+}

@@ -179,6 +179,24 @@ func (n *Node) Gossip(now time.Time, peers []GossipPeer) {
 		}
 		delete(m.retry, p.Gossip)
 	}
+	n.bookFromGossip()
+}
+
+// bookFromGossip points the address book at the address every live peer's
+// process advertises now. An epoch records a member's address as it was
+// when agreed; a member that restarted elsewhere since is reached only
+// where it is, and a node that restarted on an old epoch would otherwise
+// send its renewals, and so its only way to hear of newer epochs, to
+// addresses where nothing answers. An impostor's entry (a live member's
+// node ID with another store) is left out, as for its messages.
+func (n *Node) bookFromGossip() {
+	for i := range n.mem.view {
+		p := &n.mem.view[i]
+		if p.Local || p.State == PeerDead || p.Member.Addr == "" || n.impostor(p.Member) {
+			continue
+		}
+		n.book[p.Member.ID] = p.Member
+	}
 }
 
 // peer is the view's entry for member (node ID and store), if any.

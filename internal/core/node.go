@@ -85,6 +85,11 @@ type Node struct {
 	// book resolves node IDs to addresses: every epoch's members and every
 	// sender we heard from.
 	book map[msg.NodeID]msg.Member
+	// heardInc is, per member (node ID and store), the highest incarnation
+	// whose sender address the book took: an older process's message,
+	// delayed past a restart at another address, must not send the book
+	// back to where nothing answers.
+	heardInc map[msg.Member]uint64
 	// nudged rate-limits Learn and EpochQuery per peer.
 	nudged map[msg.NodeID]time.Time
 	// curNumber and curDigest cache the learned epoch's header values.
@@ -109,13 +114,14 @@ func New(cfg Config, now time.Time, st epoch.State, marker bool) *Node {
 		cfg.Holder.Shards = HolderShards
 	}
 	n := &Node{
-		cfg:    cfg,
-		ep:     epoch.New(cfg.Epoch, st),
-		home:   home.New(cfg.Home, now, st.Learned, marker),
-		holder: delegation.New(cfg.Holder),
-		minInc: make(map[msg.NodeID]uint64),
-		book:   make(map[msg.NodeID]msg.Member),
-		nudged: make(map[msg.NodeID]time.Time),
+		cfg:      cfg,
+		ep:       epoch.New(cfg.Epoch, st),
+		home:     home.New(cfg.Home, now, st.Learned, marker),
+		holder:   delegation.New(cfg.Holder),
+		minInc:   make(map[msg.NodeID]uint64),
+		book:     make(map[msg.NodeID]msg.Member),
+		heardInc: make(map[msg.Member]uint64),
+		nudged:   make(map[msg.NodeID]time.Time),
 	}
 	n.mem.init(cfg.Members)
 	if st.Learned != nil {
@@ -129,11 +135,13 @@ func New(cfg Config, now time.Time, st epoch.State, marker bool) *Node {
 
 // noteEpochs puts the members of a learned epoch in the book, and those of
 // the epoch before it that it no longer has (a member that left is still
-// asked to drain). The learned epoch's entry wins: a member that rejoined at
-// another address is reached there, the Learn of that very epoch included.
+// asked to drain). The learned epoch's entry wins over the older one, and
+// gossip's over both (bookFromGossip): a member that rejoined at another
+// address is reached there, the Learn of that very epoch included.
 func (n *Node) noteEpochs(l epoch.Learned) {
 	n.noteEpoch(l.Cert.Prev)
 	n.noteEpoch(l.Epoch)
+	n.bookFromGossip()
 }
 
 func (n *Node) noteEpoch(e msg.Epoch) {

@@ -35,7 +35,10 @@ func (n *Node) receive(now time.Time, env msg.Envelope) {
 		}
 	}
 	if env.From.Addr != "" && !n.impostor(env.From) {
-		n.book[env.From.ID] = env.From
+		if k := memberKey(env.From); env.FromInc >= n.heardInc[k] {
+			n.heardInc[k] = env.FromInc
+			n.book[env.From.ID] = env.From
+		}
 	}
 	kind := env.Body.Kind()
 	if isEpochKind(kind) {
