@@ -31,7 +31,7 @@ func (b *inbox) push(env msg.Envelope) int {
 	return k
 }
 
-func (b *inbox) waiting() bool { return b.n.Load() > 0 }
+func (b *inbox) waiting() bool { return b.len() > 0 }
 
 // len is how many envelopes wait now.
 func (b *inbox) len() int { return int(b.n.Load()) }

@@ -62,7 +62,8 @@ func TestNewEpochAddressWinsInTheBook(t *testing.T) {
 
 // A joiner asks a live member at the address that member's process
 // advertises in gossip now, not at the one the epoch recorded before it
-// moved: there nothing answers, and the member never hears the Join.
+// moved: there nothing answers, and the member never hears the Join (the
+// seed used to overwrite the book with its epoch entry).
 func TestJoinSeedsAtTheirGossipAddress(t *testing.T) {
 	moved := m2
 	moved.Addr = "g2-restarted"

@@ -394,9 +394,8 @@ func (n *Node) retryJoin(now time.Time) {
 	m.joinSeq++
 	seed := seeds[m.joinSeq%len(seeds)]
 	m.lastSeed = seed.ID
-	if seed.ID != n.cfg.Self.ID {
-		n.book[seed.ID] = seed
-	}
+	// Every seed is a live gossip peer (or this node): Gossip, called
+	// before Maintain, already put its address in the book.
 	n.push(msg.Envelope{To: seed.ID, Body: msg.Join{Member: n.cfg.Self}})
 }
 
@@ -412,17 +411,14 @@ func (n *Node) selfStale() bool {
 }
 
 // joinSeeds are the members to ask, with members reporting whether they are
-// members of the learned epoch: those that look alive in gossip, at the
-// address gossip advertises now (an epoch's entry is stale for a member that
-// moved since it was agreed); else the live peers gossip knows.
+// members of the learned epoch: those that look alive in gossip, else the
+// live peers gossip knows. The Join goes where the book says, which is where
+// gossip says the peer runs now (bookFromGossip).
 func (n *Node) joinSeeds() (out []msg.Member, members bool) {
 	if l, _, ok := n.ep.Current(); ok && l.Epoch.Number >= 1 {
 		for _, mb := range l.Epoch.Members {
-			if mb.ID == n.cfg.Self.ID {
-				continue
-			}
-			if p, ok := n.mem.peer(mb); ok && (p.Local || p.State != PeerDead) {
-				out = append(out, p.Member)
+			if mb.ID != n.cfg.Self.ID && n.mem.alive(mb) {
+				out = append(out, mb)
 			}
 		}
 		if len(out) > 0 {
