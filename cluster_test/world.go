@@ -465,6 +465,12 @@ func describe(b msg.Body) string {
 		return fmt.Sprintf("drain_query %s %d->%d", m.Key, m.From, m.To)
 	case msg.Wait:
 		return fmt.Sprintf("wait %s req=%v reason=%d", m.Key, m.Req, m.Reason)
+	case msg.Withdraw:
+		return fmt.Sprintf("withdraw %s req=%v", m.Key, m.Req)
+	case msg.NotHome:
+		return fmt.Sprintf("not_home %s req=%v", m.Key, m.Req)
+	case msg.Refused:
+		return fmt.Sprintf("refused %s req=%v reason=%d", m.Key, m.Req, m.Reason)
 	}
 	return b.Kind().String()
 }

@@ -208,9 +208,31 @@ type streakKey struct {
 // have dropped the waiter as stale).
 type streak struct {
 	definite, latest, lastHeard time.Time // lastHeard on the home's clock
-	// req is the newest request heard in the streak: the home's waiter
-	// keeps the newest one it heard, and a Withdraw of that one ends it.
-	req msg.RequestID
+	// reqs are the requests the home's waiter may be under. A waiter keeps
+	// the newest request it heard, and a Withdraw of that one ends it; but
+	// after a silence the home may have dropped the waiter and queued a new
+	// one under whatever arrived next, even an older request replayed late.
+	reqs []msg.RequestID
+}
+
+// heard updates the waiter's possible requests with a, which the home
+// received after a silence long enough to drop the waiter if maybeDropped.
+func (st *streak) heard(a msg.RequestID, maybeDropped bool) {
+	for i, r := range st.reqs {
+		if r.Less(a) {
+			st.reqs[i] = a
+		}
+	}
+	if maybeDropped {
+		st.reqs = append(st.reqs, a)
+	}
+	kept := st.reqs[:0]
+	for _, r := range st.reqs {
+		if !slices.Contains(kept, r) {
+			kept = append(kept, r)
+		}
+	}
+	st.reqs = kept
 }
 
 // deleg is one delegation as the messages define it.
@@ -657,7 +679,8 @@ func (c *Checker) received(n Node, o *observed) *deleg {
 		// The home drops the waiter only if it waits for this request: the
 		// newest it heard while the waiter was queued (a late retransmission
 		// of a request granted since queues anew, under that old request).
-		if st := c.streaks[streakKey{p, b.Key, o.env.From.ID}]; st != nil && st.req == b.Req {
+		// Where the checker cannot tell which, the wait may be over.
+		if st := c.streaks[streakKey{p, b.Key, o.env.From.ID}]; st != nil && slices.Contains(st.reqs, b.Req) {
 			c.endStreak(p, b.Key, o.env.From.ID)
 		}
 		// A delegation granted to the withdrawn request is over at its home
@@ -807,13 +830,12 @@ func (c *Checker) acquireReceived(n Node, o *observed, a msg.Acquire) {
 	now := n.Local(o.at)
 	st := c.streaks[k]
 	if st == nil {
-		c.streaks[k] = &streak{definite: o.at, latest: o.at, lastHeard: now, req: a.Req}
+		c.streaks[k] = &streak{definite: o.at, latest: o.at, lastHeard: now, reqs: []msg.RequestID{a.Req}}
 		return
 	}
-	if st.req.Less(a.Req) {
-		st.req = a.Req
-	}
-	if now.Sub(st.lastHeard) >= home.StaleWaiters*c.w.Retry-time.Millisecond {
+	maybeDropped := now.Sub(st.lastHeard) >= home.StaleWaiters*c.w.Retry-time.Millisecond
+	st.heard(a.Req, maybeDropped)
+	if maybeDropped {
 		st.latest = o.at
 	}
 	st.lastHeard = now

@@ -9,6 +9,7 @@ import (
 	"github.com/homelock/homelock/delegation"
 	"github.com/homelock/homelock/epoch"
 	"github.com/homelock/homelock/fence"
+	"github.com/homelock/homelock/home"
 	"github.com/homelock/homelock/internal/simtest"
 	"github.com/homelock/homelock/msg"
 )
@@ -226,6 +227,42 @@ func TestWithdrawEndsOnlyTheNewestRequest(t *testing.T) {
 			w.at(50 * time.Millisecond)
 			g := env("h", "b", msg.Grant{Key: "k", Req: breq, Attempt: 1, Token: tok(t, "e1.i1.c1"), Lease: lease})
 			w.step(0, nil, []msg.Envelope{g})
+			require.Equal(t, tc.want, w.broken)
+		})
+	}
+}
+
+// After a silence long enough for the home to drop a waiter as stale, a late
+// replay of an older request may queue a new waiter under that request, or
+// refresh the old one under the newest: a Withdraw of either may end the
+// wait, one of neither does not (seed 622,256 of the simulator).
+func TestWithdrawAfterASilence(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		withdrawn uint64
+		want      []string
+	}{
+		{"the replayed older request", 1, nil},
+		{"the newest request", 2, nil},
+		{"a request never heard", 3, []string{InvFIFOReceipt}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, "h", "a", "b")
+			w.at(10 * time.Millisecond)
+			w.step(0, []msg.Envelope{env("a", "h", msg.Acquire{Key: "k", Req: msg.RequestID{Inc: 1, Seq: 2}, Attempt: 1, Lease: lease})}, nil)
+			// Silent for longer than StaleWaiters retries, then an old
+			// duplicate of an earlier request arrives.
+			w.at(10*time.Millisecond + home.StaleWaiters*50*time.Millisecond + 10*time.Millisecond)
+			w.step(0, []msg.Envelope{env("a", "h", msg.Acquire{Key: "k", Req: msg.RequestID{Inc: 1, Seq: 1}, Attempt: 31, Lease: lease})}, nil)
+			w.at(230 * time.Millisecond)
+			breq := msg.RequestID{Inc: 1, Seq: 1}
+			b1 := env("b", "h", msg.Acquire{Key: "k", Req: breq, Attempt: 1, Lease: lease})
+			w.step(2, nil, []msg.Envelope{b1})
+			w.step(0, []msg.Envelope{b1}, nil)
+			w.at(240 * time.Millisecond)
+			w.step(0, []msg.Envelope{env("a", "h", msg.Withdraw{Key: "k", Req: msg.RequestID{Inc: 1, Seq: tc.withdrawn}})}, nil)
+			w.at(250 * time.Millisecond)
+			w.step(0, nil, []msg.Envelope{env("h", "b", msg.Grant{Key: "k", Req: breq, Attempt: 1, Token: tok(t, "e1.i1.c1"), Lease: lease})})
 			require.Equal(t, tc.want, w.broken)
 		})
 	}
