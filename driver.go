@@ -380,13 +380,12 @@ func (n *Node) tick() time.Duration {
 // checkJump compares wall-clock progress with the lease clock's since the
 // last tick: if wall time ran ahead by more than Skew, the lease clock
 // cannot be trusted to have expired what it should (a suspend it missed,
-// H9), so the node drops the delegations it holds and its liveness.
-// checkJump compares wall-clock progress with the lease clock's since the
-// last check. The two clocks cannot be read at one instant, so the readings
-// bracket the lease clock's: the wall before this lease reading, against the
-// wall after the last one. Measured wall progress then never exceeds the
-// true one, and a goroutine descheduled between reads (a loaded machine)
-// cannot pass for a jump; a real jump above Skew still shows.
+// H9), so the node drops the delegations it holds and its liveness. The
+// two clocks cannot be read at one instant, so the readings bracket the
+// lease clock's: the wall before this lease reading, against the wall after
+// the last one. Measured wall progress then never exceeds the true one, and
+// a goroutine descheduled between reads (a loaded machine) cannot pass for
+// a jump; a real jump above Skew still shows.
 func (n *Node) checkJump(wallBefore, now time.Time) {
 	defer func() { n.lastWall, n.lastBoot = n.clock.Wall(), now }()
 	if !n.lastWall.IsZero() {
