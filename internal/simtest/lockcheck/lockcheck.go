@@ -205,7 +205,8 @@ type streakKey struct {
 // streak is one requester's uninterrupted wait at a home, as the home
 // received it. definite is a lower bound of when the home queued it, latest
 // an upper bound (it moves on at every silence after which the home may
-// have dropped the waiter as stale).
+// have dropped the waiter as stale, and at every Acquire after a Withdraw
+// that may have ended it).
 type streak struct {
 	definite, latest, lastHeard time.Time // lastHeard on the home's clock
 	// reqs are the requests the home's waiter may be under. A waiter keeps
@@ -213,10 +214,17 @@ type streak struct {
 	// after a silence the home may have dropped the waiter and queued a new
 	// one under whatever arrived next, even an older request replayed late.
 	reqs []msg.RequestID
+	// maybeGone: a Withdraw matched one of several possible requests, so the
+	// home may or may not still keep the waiter (under one of reqs). Such a
+	// streak never counts as surely waiting, and it is kept so that, if the
+	// home does still keep the waiter, a grant to it is judged from the
+	// place it may have kept since definite.
+	maybeGone bool
 }
 
 // heard updates the waiter's possible requests with a, which the home
-// received after a silence long enough to drop the waiter if maybeDropped.
+// received after a silence long enough to drop the waiter, or after a
+// Withdraw that may have ended it, if maybeDropped.
 func (st *streak) heard(a msg.RequestID, maybeDropped bool) {
 	for i, r := range st.reqs {
 		if r.Less(a) {
@@ -679,9 +687,16 @@ func (c *Checker) received(n Node, o *observed) *deleg {
 		// The home drops the waiter only if it waits for this request: the
 		// newest it heard while the waiter was queued (a late retransmission
 		// of a request granted since queues anew, under that old request).
-		// Where the checker cannot tell which, the wait may be over.
-		if st := c.streaks[streakKey{p, b.Key, o.env.From.ID}]; st != nil && slices.Contains(st.reqs, b.Req) {
-			c.endStreak(p, b.Key, o.env.From.ID)
+		// Where the checker cannot tell which, the wait may be over or not.
+		if st := c.streaks[streakKey{p, b.Key, o.env.From.ID}]; st != nil {
+			if i := slices.Index(st.reqs, b.Req); i >= 0 {
+				st.reqs = slices.Delete(st.reqs, i, i+1)
+				if len(st.reqs) == 0 {
+					c.endStreak(p, b.Key, o.env.From.ID)
+				} else {
+					st.maybeGone = true
+				}
+			}
 		}
 		// A delegation granted to the withdrawn request is over at its home
 		// (the holder sent Withdraw while the request was outstanding, so it
@@ -833,12 +848,12 @@ func (c *Checker) acquireReceived(n Node, o *observed, a msg.Acquire) {
 		c.streaks[k] = &streak{definite: o.at, latest: o.at, lastHeard: now, reqs: []msg.RequestID{a.Req}}
 		return
 	}
-	maybeDropped := now.Sub(st.lastHeard) >= home.StaleWaiters*c.w.Retry-time.Millisecond
+	maybeDropped := st.maybeGone || now.Sub(st.lastHeard) >= home.StaleWaiters*c.w.Retry-time.Millisecond
 	st.heard(a.Req, maybeDropped)
 	if maybeDropped {
 		st.latest = o.at
 	}
-	st.lastHeard = now
+	st.lastHeard, st.maybeGone = now, false
 }
 
 func (c *Checker) endStreak(home procKey, key string, from msg.NodeID) {
@@ -861,7 +876,7 @@ func (c *Checker) fifo(n Node, g msg.Grant, to msg.NodeID) {
 		if k.home != p || k.key != g.Key || k.from == to {
 			continue
 		}
-		if now.Sub(q.lastHeard) >= home.StaleWaiters*c.w.Retry-time.Millisecond || !q.latest.Before(r.definite) {
+		if q.maybeGone || now.Sub(q.lastHeard) >= home.StaleWaiters*c.w.Retry-time.Millisecond || !q.latest.Before(r.definite) {
 			continue
 		}
 		if first == nil || q.latest.Before(first.latest) || (q.latest.Equal(first.latest) && k.from < firstFrom) {

@@ -268,6 +268,31 @@ func TestWithdrawAfterASilence(t *testing.T) {
 	}
 }
 
+// The same silence and late older request, then a Withdraw of that older
+// one, then the requester asks again for its newest: the home may never
+// have dropped its first waiter, which keeps its place from the start, so
+// granting it ahead of a requester queued later keeps FIFO.
+func TestWithdrawAfterASilenceMayLeaveTheFirstWaiter(t *testing.T) {
+	w := newWorld(t, "h", "a", "b")
+	newest, older := msg.RequestID{Inc: 1, Seq: 2}, msg.RequestID{Inc: 1, Seq: 1}
+	w.at(10 * time.Millisecond)
+	w.step(0, []msg.Envelope{env("a", "h", msg.Acquire{Key: "k", Req: newest, Attempt: 1, Lease: lease})}, nil)
+	w.at(10*time.Millisecond + home.StaleWaiters*50*time.Millisecond + 10*time.Millisecond)
+	w.step(0, []msg.Envelope{env("a", "h", msg.Acquire{Key: "k", Req: older, Attempt: 31, Lease: lease})}, nil)
+	w.at(230 * time.Millisecond)
+	breq := msg.RequestID{Inc: 1, Seq: 1}
+	b1 := env("b", "h", msg.Acquire{Key: "k", Req: breq, Attempt: 1, Lease: lease})
+	w.step(2, nil, []msg.Envelope{b1})
+	w.step(0, []msg.Envelope{b1}, nil)
+	w.at(240 * time.Millisecond)
+	w.step(0, []msg.Envelope{env("a", "h", msg.Withdraw{Key: "k", Req: older})}, nil)
+	w.at(250 * time.Millisecond)
+	w.step(0, []msg.Envelope{env("a", "h", msg.Acquire{Key: "k", Req: newest, Attempt: 2, Lease: lease})}, nil)
+	w.at(260 * time.Millisecond)
+	w.step(0, nil, []msg.Envelope{env("h", "a", msg.Grant{Key: "k", Req: newest, Attempt: 2, Token: tok(t, "e1.i1.c1"), Lease: lease})})
+	require.Empty(t, w.broken)
+}
+
 // A late retransmission of a request already granted queues anew at the
 // home (under that old request), and the requester's Withdraw of it ends
 // that wait: granting the next requester then keeps FIFO.
