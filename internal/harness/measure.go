@@ -185,6 +185,21 @@ func (c *cluster) firstLock(ctx context.Context, r *Report, samples int) error {
 	}
 	r.record("grpc_unary_us_p50", us(rtt.ValueAtQuantile(50)))
 	r.recordLatency("gRPC unary round trip", rtt)
+
+	// The same round trip on one scheduler thread: what is left is the
+	// work, and the difference what waking an idle core costs on this
+	// machine (docs/design.md, "What the hop costs on this VM").
+	one := newHist()
+	procs := runtime.GOMAXPROCS(1)
+	defer runtime.GOMAXPROCS(procs)
+	for range samples {
+		d, err := ping.roundTrip(ctx)
+		if err != nil {
+			return fmt.Errorf("gRPC round trip: %w", err)
+		}
+		_ = one.RecordValue(max(1, d.Nanoseconds()))
+	}
+	r.record("grpc_unary_one_proc_us_p50", us(one.ValueAtQuantile(50)))
 	return nil
 }
 
