@@ -261,8 +261,13 @@ type deleg struct {
 	// Reclaim answer, if one did.
 	adoptedBy procKey
 	// Holder side, set once the holder's process accepted it.
-	accepted     bool
-	holderEnd    time.Time // on the holder's clock
+	accepted  bool
+	holderEnd time.Time // on the holder's clock
+	// surelyEnd <= holderEnd is how long the holder surely keeps it: a
+	// renewal's ok reply that arrives after the holder's lease ran out may
+	// find it dropped (its expiry ran) or not (not yet), so it moves only
+	// holderEnd, the end it may keep it to.
+	surelyEnd    time.Time
 	renewedAt    time.Time // when (true time) a RenewReply last extended it
 	under        uint64    // the home's epoch when it sent what set holderEnd (L2)
 	pendingSince time.Time // a Grant received this step, not yet judged
@@ -272,7 +277,8 @@ type deleg struct {
 	admits       int
 	beforeRecall int
 	// dropped: the driver told its holder of a clock jump (harsh.go), which
-	// ends every delegation the holder holds; its home does not know.
+	// ends every delegation the holder holds (its home does not know), or
+	// the holder's Reclaim answer showed it no longer kept it.
 	dropped bool
 }
 
@@ -419,7 +425,9 @@ func (c *Checker) find(key string, tok fence.Token) *deleg {
 // assume: its holder has not given it back, its process still runs, and
 // its home-side expiry has not passed.
 func (c *Checker) liveAtHome(d *deleg) bool {
-	if d.unreported && !c.validAtHolder(d) {
+	// A holder that left it out of its Reclaim answer while it surely held
+	// it misled its home: the home's grant then counts against it.
+	if d.unreported && !c.surelyValidAtHolder(d) {
 		return false
 	}
 	return !d.over && c.alive(d.holder) && c.w.Now().Before(d.homeEnd)
@@ -431,6 +439,12 @@ func (c *Checker) validAtHolder(d *deleg) bool {
 		return false
 	}
 	return c.w.Node(d.holder.node).Local(c.w.Now()).Before(d.holderEnd)
+}
+
+// surelyValidAtHolder: the holder's process accepted it and surely still
+// keeps it.
+func (c *Checker) surelyValidAtHolder(d *deleg) bool {
+	return c.validAtHolder(d) && c.w.Node(d.holder.node).Local(c.w.Now()).Before(d.surelyEnd)
 }
 
 func (c *Checker) sent(n Node, o *observed) {
@@ -481,12 +495,19 @@ func (c *Checker) sent(n Node, o *observed) {
 	case msg.ReclaimAnswer:
 		// What the holder leaves out of its answer it says it no longer
 		// holds; the restarted home may take it at its word (but D1 still
-		// sees whether the word was true).
+		// sees whether the word was true). A holder answers for every
+		// delegation it keeps from an earlier incarnation of that home,
+		// expired or not, so one it may keep only through a renewal reply
+		// that came after its lease ran out is one it dropped, and keeps
+		// dropped: the reply did not extend it.
 		home := c.w.ByID(o.env.To)
 		for _, list := range c.delegs {
 			for _, d := range list {
 				if d.holder == p && home != nil && d.home.node == home.Index() && !reported(b.Held, d) {
 					d.unreported = true
+					if d.token.Incarnation < b.ForInc && c.validAtHolder(d) && !c.surelyValidAtHolder(d) {
+						d.dropped = true
+					}
 				}
 			}
 		}
@@ -617,7 +638,11 @@ func (c *Checker) received(n Node, o *observed) *deleg {
 			// reply to one of them extends nothing (delegation.RenewReply).
 			return nil
 		}
-		if end := n.Local(sent).Add(b.Lease - time.Duration(float64(b.Lease)*c.w.Drift)); end.After(d.holderEnd) {
+		end := n.Local(sent).Add(b.Lease - time.Duration(float64(b.Lease)*c.w.Drift))
+		if d.accepted && n.Local(o.at).Before(d.surelyEnd) && end.After(d.surelyEnd) {
+			d.surelyEnd = end
+		}
+		if end.After(d.holderEnd) {
 			d.holderEnd, d.under, d.renewedAt = end, o.env.Epoch, o.at
 			if d.accepted {
 				c.exclusive(n, d)
@@ -730,7 +755,7 @@ func (c *Checker) accept(n Node, d *deleg) {
 		c.fail(InvHolderLease, "%s kept %s %s though it never sent the attempt the Grant echoes", n.Name(), d.key, d.token)
 		return
 	}
-	d.accepted = true
+	d.accepted, d.surelyEnd = true, d.holderEnd
 	c.exclusive(n, d)
 	c.epochBound(d)
 }

@@ -193,6 +193,56 @@ func TestLateReplyToOlderAttempt(t *testing.T) {
 	}
 }
 
+// A holder leaves out of its Reclaim answer a delegation whose lease ran out
+// before a late renewal reply came: it dropped it, and the reply could not
+// bring it back, so the home may grant the key again. Left out while the
+// holder surely keeps it, it misleads the home (seed 694,547 of the
+// simulator: the first case).
+func TestReclaimAnswerWithoutALapsedDelegation(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		replyAt time.Duration // 0: no reply
+		omitAt  time.Duration
+		want    []string
+	}{
+		{"after its lease ran out and a late reply", 1200 * time.Millisecond, 1300 * time.Millisecond, nil},
+		{"while the holder surely keeps it", 0, 600 * time.Millisecond, []string{InvHomeView}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, "h", "a", "b")
+			d := tok(t, "e1.i1.c1")
+			req := msg.RequestID{Inc: 1, Seq: 1}
+			acq := env("a", "h", msg.Acquire{Key: "k", Req: req, Attempt: 1, Lease: lease})
+			w.step(1, nil, []msg.Envelope{acq})
+			w.at(10 * time.Millisecond)
+			grant := env("h", "a", msg.Grant{Key: "k", Req: req, Attempt: 1, Token: d, Lease: lease})
+			w.step(0, []msg.Envelope{acq}, []msg.Envelope{grant})
+			w.at(20 * time.Millisecond)
+			w.step(1, []msg.Envelope{grant}, nil)
+			w.at(500 * time.Millisecond)
+			renew := env("a", "h", msg.Renew{Key: "k", Token: d, Attempt: 1, Lease: lease})
+			w.step(1, nil, []msg.Envelope{renew})
+			if tc.replyAt > 0 {
+				// The home was paused: it answers after the holder's lease
+				// (to 990ms) ran out.
+				w.at(tc.replyAt)
+				reply := env("h", "a", msg.RenewReply{Key: "k", Token: d, Attempt: 1, OK: true, Lease: lease})
+				w.step(0, []msg.Envelope{renew}, []msg.Envelope{reply})
+				w.at(tc.replyAt + 10*time.Millisecond)
+				w.step(1, []msg.Envelope{reply}, nil)
+			}
+			w.at(tc.omitAt)
+			w.step(1, nil, []msg.Envelope{env("a", "h", msg.ReclaimAnswer{ForInc: 2})})
+			w.at(tc.omitAt + 50*time.Millisecond)
+			breq := msg.RequestID{Inc: 1, Seq: 1}
+			b1 := env("b", "h", msg.Acquire{Key: "k", Req: breq, Attempt: 1, Lease: lease})
+			w.step(2, nil, []msg.Envelope{b1})
+			w.step(0, []msg.Envelope{b1}, []msg.Envelope{env("h", "b", msg.Grant{Key: "k", Req: breq, Attempt: 1, Token: tok(t, "e1.i2.c1"), Lease: lease})})
+			require.Equal(t, tc.want, w.broken)
+		})
+	}
+}
+
 // FIFO by receipt: a requester's wait at its home ends with a Withdraw only
 // of the newest request the home heard in it, as the home's waiter keeps the
 // newest; a grant to a later requester while it waits breaks FIFO.
