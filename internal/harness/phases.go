@@ -29,7 +29,7 @@ func phaseList(o Options) []phase {
 			name: "first lock", stage: onCluster,
 			measures: []measure{
 				{key: "grpc_unary_us_p50", name: "gRPC unary round trip p50", unit: "µs"},
-				{key: "grpc_unary_one_proc_us_p50", name: "gRPC round trip on one thread (GOMAXPROCS=1) p50", unit: "µs"},
+				{key: "grpc_unary_one_proc_us_p50", name: "gRPC round trip, 1 thread p50", unit: "µs"},
 				{key: "first_lock_remote_us_p50", name: "first lock, remote home p50", unit: "µs", target: atMostMeasure("grpc_unary_us_p50", "gRPC RTT"), mark: &mark{"first lock, remote home", 50}},
 				{key: "first_lock_remote_us_p99", name: "first lock, remote home p99", unit: "µs"},
 				{key: "first_lock_local_us_p50", name: "first lock, local home p50", unit: "µs"},
