@@ -282,6 +282,23 @@ func TestWithdrawEndsOnlyTheNewestRequest(t *testing.T) {
 	}
 }
 
+// silenceThenOlderRequest: a (node 1) queues request {1 2} at home h at 10ms
+// and goes silent for longer than StaleWaiters retries; at 220ms a late copy
+// of its older request {1 1} reaches h; at 230ms b queues. It returns b's
+// request.
+func silenceThenOlderRequest(w *world) msg.RequestID {
+	w.at(10 * time.Millisecond)
+	w.step(0, []msg.Envelope{env("a", "h", msg.Acquire{Key: "k", Req: msg.RequestID{Inc: 1, Seq: 2}, Attempt: 1, Lease: lease})}, nil)
+	w.at(10*time.Millisecond + home.StaleWaiters*50*time.Millisecond + 10*time.Millisecond)
+	w.step(0, []msg.Envelope{env("a", "h", msg.Acquire{Key: "k", Req: msg.RequestID{Inc: 1, Seq: 1}, Attempt: 31, Lease: lease})}, nil)
+	w.at(230 * time.Millisecond)
+	breq := msg.RequestID{Inc: 1, Seq: 1}
+	b1 := env("b", "h", msg.Acquire{Key: "k", Req: breq, Attempt: 1, Lease: lease})
+	w.step(2, nil, []msg.Envelope{b1})
+	w.step(0, []msg.Envelope{b1}, nil)
+	return breq
+}
+
 // After a silence long enough for the home to drop a waiter as stale, a late
 // replay of an older request may queue a new waiter under that request, or
 // refresh the old one under the newest: a Withdraw of either may end the
@@ -298,17 +315,7 @@ func TestWithdrawAfterASilence(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t, "h", "a", "b")
-			w.at(10 * time.Millisecond)
-			w.step(0, []msg.Envelope{env("a", "h", msg.Acquire{Key: "k", Req: msg.RequestID{Inc: 1, Seq: 2}, Attempt: 1, Lease: lease})}, nil)
-			// Silent for longer than StaleWaiters retries, then an old
-			// duplicate of an earlier request arrives.
-			w.at(10*time.Millisecond + home.StaleWaiters*50*time.Millisecond + 10*time.Millisecond)
-			w.step(0, []msg.Envelope{env("a", "h", msg.Acquire{Key: "k", Req: msg.RequestID{Inc: 1, Seq: 1}, Attempt: 31, Lease: lease})}, nil)
-			w.at(230 * time.Millisecond)
-			breq := msg.RequestID{Inc: 1, Seq: 1}
-			b1 := env("b", "h", msg.Acquire{Key: "k", Req: breq, Attempt: 1, Lease: lease})
-			w.step(2, nil, []msg.Envelope{b1})
-			w.step(0, []msg.Envelope{b1}, nil)
+			breq := silenceThenOlderRequest(w)
 			w.at(240 * time.Millisecond)
 			w.step(0, []msg.Envelope{env("a", "h", msg.Withdraw{Key: "k", Req: msg.RequestID{Inc: 1, Seq: tc.withdrawn}})}, nil)
 			w.at(250 * time.Millisecond)
@@ -324,16 +331,8 @@ func TestWithdrawAfterASilence(t *testing.T) {
 // granting it ahead of a requester queued later keeps FIFO.
 func TestWithdrawAfterASilenceMayLeaveTheFirstWaiter(t *testing.T) {
 	w := newWorld(t, "h", "a", "b")
+	silenceThenOlderRequest(w)
 	newest, older := msg.RequestID{Inc: 1, Seq: 2}, msg.RequestID{Inc: 1, Seq: 1}
-	w.at(10 * time.Millisecond)
-	w.step(0, []msg.Envelope{env("a", "h", msg.Acquire{Key: "k", Req: newest, Attempt: 1, Lease: lease})}, nil)
-	w.at(10*time.Millisecond + home.StaleWaiters*50*time.Millisecond + 10*time.Millisecond)
-	w.step(0, []msg.Envelope{env("a", "h", msg.Acquire{Key: "k", Req: older, Attempt: 31, Lease: lease})}, nil)
-	w.at(230 * time.Millisecond)
-	breq := msg.RequestID{Inc: 1, Seq: 1}
-	b1 := env("b", "h", msg.Acquire{Key: "k", Req: breq, Attempt: 1, Lease: lease})
-	w.step(2, nil, []msg.Envelope{b1})
-	w.step(0, []msg.Envelope{b1}, nil)
 	w.at(240 * time.Millisecond)
 	w.step(0, []msg.Envelope{env("a", "h", msg.Withdraw{Key: "k", Req: older})}, nil)
 	w.at(250 * time.Millisecond)
