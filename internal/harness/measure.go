@@ -191,7 +191,7 @@ func (c *cluster) firstLock(ctx context.Context, r *Report, samples int) error {
 	// machine (docs/design.md, "What the hop costs on this VM").
 	one := newHist()
 	procs := runtime.GOMAXPROCS(1)
-	defer runtime.GOMAXPROCS(procs)
+	defer restoreProcs(procs)
 	for range samples {
 		d, err := ping.roundTrip(ctx)
 		if err != nil {
@@ -201,6 +201,17 @@ func (c *cluster) firstLock(ctx context.Context, r *Report, samples int) error {
 	}
 	r.record("grpc_unary_one_proc_us_p50", us(one.ValueAtQuantile(50)))
 	return nil
+}
+
+// restoreProcs undoes runtime.GOMAXPROCS(1): setting it turns off the
+// runtime's own updates (to a changed CPU quota) for the rest of the run,
+// so it goes back to them unless the user fixed GOMAXPROCS.
+func restoreProcs(procs int) {
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.SetDefaultGOMAXPROCS()
+		return
+	}
+	runtime.GOMAXPROCS(procs)
 }
 
 // us is a histogram's nanoseconds in microseconds.

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"runtime"
 	"testing"
 	"time"
 
@@ -55,5 +56,14 @@ func TestMedian(t *testing.T) {
 		if got := median(tc.in); got != tc.want {
 			t.Errorf("median(%v) = %v, want %v", tc.in, got, tc.want)
 		}
+	}
+}
+
+// The one-thread round trip puts GOMAXPROCS back as it found it.
+func TestRestoreProcs(t *testing.T) {
+	before := runtime.GOMAXPROCS(0)
+	restoreProcs(runtime.GOMAXPROCS(1))
+	if got := runtime.GOMAXPROCS(0); got != before {
+		t.Fatalf("GOMAXPROCS %d after restoring, was %d", got, before)
 	}
 }
