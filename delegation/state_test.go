@@ -11,9 +11,9 @@ import (
 )
 
 // TestKeyStateSize holds the line on the holder's share of an idle
-// delegation. A node may hold a million; the target for one, home and
-// holder side together with their tables and timers, is 128 bytes (the
-// harness's "heap per idle delegation"). The holder's state is 80 bytes, a
+// delegation. A node may hold a million; the target for one on the holder,
+// with its key, table slot and timer, is 128 bytes (the harness's "heap per
+// idle delegation, holder"). The holder's state is 80 bytes, a
 // malloc size class: a field more moves it to the next (96). Put what only
 // a key in motion needs in keyExtra, and what many delegations share in
 // their origin, instead.

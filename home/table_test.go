@@ -13,9 +13,9 @@ import (
 )
 
 // TestEntrySize holds the line on the home's share of an idle delegation. A
-// home may keep a million; the target for one, home and holder side together
-// with their tables and timers, is 128 bytes (the harness's "heap per idle
-// delegation"). An entry with its live delegation is 80 bytes, a malloc
+// home may keep a million; the target for one on the home, with its key,
+// table slot and timer, is 128 bytes (the harness's "heap per idle
+// delegation, home"). An entry with its live delegation is 80 bytes, a malloc
 // size class: a field more moves it to the next (96). Put what only a
 // contended or moving key needs in entryExtra, and what many delegations
 // share in their mint, instead.

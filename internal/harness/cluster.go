@@ -14,7 +14,6 @@ import (
 	"github.com/homelock/homelock/epoch"
 	"github.com/homelock/homelock/fence"
 	"github.com/homelock/homelock/internal/loopback"
-	"github.com/homelock/homelock/msg"
 	"github.com/homelock/homelock/transport"
 )
 
@@ -144,15 +143,7 @@ func (c *cluster) waitAvailable(ctx context.Context) error {
 }
 
 // ring is the current epoch's key-to-home map, as node i sees it.
-func (c *cluster) ring(i int) *epoch.Ring {
-	st := c.nodes[i].Status()
-	e := msg.Epoch{Number: st.Epoch, Caps: msg.Caps{Ring: msg.RingV1}}
-	for _, m := range st.Members {
-		e.Members = append(e.Members, msg.Member{ID: msg.NodeID(m.ID), Store: m.StoreID, Addr: m.Addr, Version: m.Version})
-	}
-	msg.SortMembers(e.Members)
-	return epoch.NewRing(e)
-}
+func (c *cluster) ring(i int) *epoch.Ring { return statusRing(c.nodes[i].Status()) }
 
 // homeIndex is the index of key's home node in the current epoch, as node
 // 0 sees it (-1 when it is none of c.nodes).

@@ -152,7 +152,9 @@ func phaseList(o Options) []phase {
 		{
 			name: fmt.Sprintf("%d idle delegations", o.Delegations), stage: afterCluster, once: true,
 			measures: []measure{
-				{key: "heap_per_idle_delegation", name: "heap per idle delegation", unit: "B", target: atMost(128)},
+				{key: "heap_per_idle_delegation_holder", name: "heap per idle delegation, holder", unit: "B", target: atMost(128)},
+				{key: "heap_per_idle_delegation_home", name: "heap per idle delegation, home", unit: "B", target: atMost(128)},
+				{key: "heap_per_idle_delegation", name: "heap per idle delegation, both", unit: "B"},
 				{key: "idle_delegations", name: "idle delegations held", unit: ""},
 			},
 			run: func(ctx context.Context, e *env) error {

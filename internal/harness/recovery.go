@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/homelock/homelock"
-	"github.com/homelock/homelock/fence"
 )
 
 // lockUntil retries Lock on node i until it succeeds, and returns when.
@@ -160,75 +157,4 @@ func killed(ctx context.Context) context.Context {
 	k, cancel := context.WithCancel(ctx)
 	cancel()
 	return k
-}
-
-// idleDelegations holds count delegations on one node and measures the heap
-// each costs. A single node with long leases: keys homed there, so both the
-// home's table entry and the holder's state are counted.
-func idleDelegations(ctx context.Context, dir string, count int, r *Report) error {
-	defer os.RemoveAll(dir)
-	n, idle, err := holdIdle(ctx, dir, count, nil)
-	if n != nil {
-		n.Close(killed(context.Background()))
-	}
-	if err != nil {
-		return err
-	}
-	r.record("idle_delegations", float64(idle.held))
-	r.record("heap_per_idle_delegation", idle.bytesPer)
-	return nil
-}
-
-// idleHeap is what holdIdle measured: the delegations held, and the live heap
-// each added.
-type idleHeap struct {
-	held     int
-	bytesPer float64
-}
-
-// holdIdle is idleDelegations that leaves the node open (nil on a failed
-// start), so that a test can look at its heap while the delegations are held.
-// With a key ring the grants are signed, as a deployment's would be.
-func holdIdle(ctx context.Context, dir string, count int, ring *fence.KeyRing) (*homelock.Node, idleHeap, error) {
-	var m idleHeap
-	cfg, err := nodeConfig(dir, "mem", ring)
-	if err != nil {
-		return nil, m, err
-	}
-	cfg.DataDir = filepath.Join(dir, "mem")
-	cfg.Bootstrap, cfg.InitialMembers = true, []string{"mem"}
-	cfg.MaxLease = 10 * time.Minute
-	cfg.EpochLease = 20 * time.Minute
-	cfg.Skew = 30 * time.Second
-	cfg.DefaultWait = time.Minute
-	cfg.MaxDelegations, cfg.MaxPerRequester = count+1, count+1
-	n, err := homelock.Open(ctx, cfg)
-	if err != nil {
-		return nil, m, err
-	}
-	for !n.Status().Available {
-		if ctx.Err() != nil {
-			return n, m, ctx.Err()
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	// Each key is made as a caller would make it, after the baseline: the
-	// node keeps the string it was given, and that is part of what an idle
-	// delegation costs. (A list of keys made before the baseline and freed
-	// after the loop would hide both the strings and the list.)
-	before := heapInUse()
-	for i := range count {
-		k := fmt.Sprintf("idle-%08d", i)
-		h, err := n.Lock(ctx, k)
-		if err != nil {
-			return n, m, fmt.Errorf("idle delegation %s: %w", k, err)
-		}
-		_ = h.Unlock()
-	}
-	after := heapInUse()
-	m.held = n.Stats().Held
-	if m.held > 0 {
-		m.bytesPer = float64(int64(after)-int64(before)) / float64(m.held)
-	}
-	return n, m, nil
 }
