@@ -183,11 +183,11 @@ func (n *Node) deliver(now time.Time, e delegation.Event) {
 			return
 		}
 		delete(n.waiters, e.Locker)
-		w.h = n.admitted(n.shardOf(e.Key), e)
+		w.h = n.admitted(n.shardOf(e.Key), &e)
 		close(w.done)
 	case delegation.Extended:
 		if h := n.shardOf(e.Key).section(e.Slot); h != nil && h.locker == e.Locker {
-			h.expires.Store(int64(e.Expires.Sub(bootEpoch)))
+			h.expires.Store(bootNanos(e.Expires))
 		}
 	case delegation.Revoked:
 		s := n.shardOf(e.Key)
@@ -209,10 +209,10 @@ func (n *Node) deliver(now time.Time, e delegation.Event) {
 
 // admitted makes the Handle for an Admitted event of a key of s, on a
 // section of a new generation (s's lock held).
-func (n *Node) admitted(s *lockShard, e delegation.Event) Handle {
+func (n *Node) admitted(s *lockShard, e *delegation.Event) Handle {
 	sec := s.take(n)
 	sec.locker, sec.slot = e.Locker, e.Slot
-	sec.expires.Store(int64(e.Expires.Sub(bootEpoch)))
+	sec.expires.Store(bootNanos(e.Expires))
 	gen := sec.word.Load()>>stateBits + 1
 	sec.word.Store(packWord(gen, stateHeld))
 	s.setSection(e.Slot, sec)

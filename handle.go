@@ -147,7 +147,7 @@ func (h Handle) Remaining() time.Duration {
 	if exp == math.MaxInt64 {
 		return time.Duration(math.MaxInt64)
 	}
-	return max(time.Duration(exp-int64(h.s.n.clock.Now().Sub(bootEpoch))), 0)
+	return max(time.Duration(exp-bootNanos(h.s.n.clock.Now())), 0)
 }
 
 // Valid returns nil while the critical section may still commit, and an
@@ -163,7 +163,7 @@ func (h Handle) Valid() error {
 	case st == stateLost:
 		return fmt.Errorf("%w: key %q token %s: revoked", ErrLeaseExpired, h.key, h.token)
 	}
-	if int64(h.s.n.clock.Now().Sub(bootEpoch)) >= exp {
+	if bootNanos(h.s.n.clock.Now()) >= exp {
 		return fmt.Errorf("%w: key %q token %s: lease ran out", ErrLeaseExpired, h.key, h.token)
 	}
 	return nil

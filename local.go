@@ -90,7 +90,7 @@ func (n *Node) lockLocal(ctx context.Context, key string, o lockOptions, try boo
 		token: fence.Token{Epoch: 0, Incarnation: n.inc, Counter: n.local.next()}}
 	ttl, expires := n.cfg.MaxLease, int64(math.MaxInt64)
 	if o.lease > 0 {
-		ttl, expires = o.lease, int64(n.clock.Now().Add(o.lease).Sub(bootEpoch))
+		ttl, expires = o.lease, bootNanos(n.clock.Now().Add(o.lease))
 	}
 	sec.expires.Store(expires)
 	sec.word.Store(packWord(h.gen, stateHeld))

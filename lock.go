@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/homelock/homelock/delegation"
 	"slices"
 	"time"
 
@@ -148,8 +149,9 @@ func (n *Node) lock(ctx context.Context, key string, o lockOptions, try bool) (H
 		s.mu.Unlock()
 		return Handle{}, err
 	}
-	if ev, ok := n.core.TryAdmitIn(s.index, n.clock.Now(), key, s.lockerID(), o.lease); ok {
-		h := n.admitted(s, ev)
+	var ev delegation.Event
+	if n.core.TryAdmitIn(s.index, n.clock.Now(), key, s.lockerID(), o.lease, &ev) {
+		h := n.admitted(s, &ev)
 		// Only the key's shard's wake-ups can have moved.
 		n.lowerArmed(n.core.Holder().NextDeadlineIn(s.index))
 		s.mu.Unlock()

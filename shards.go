@@ -183,4 +183,4 @@ func (n *Node) kickTimer() {
 
 // armedAt is t in Node.armed's form: nanoseconds since bootEpoch, never
 // 0, which stands for no tick armed.
-func armedAt(t time.Time) int64 { return max(int64(t.Sub(bootEpoch)), 1) }
+func armedAt(t time.Time) int64 { return max(bootNanos(t), 1) }

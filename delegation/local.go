@@ -15,18 +15,21 @@ import (
 // configuration and the origins of held delegations, which only other calls
 // change (Config.Shards).
 func (m *Machine) TryAdmit(now time.Time, key string, locker uint64, lease time.Duration) (Event, bool) {
-	return m.TryAdmitIn(ShardOf(key, len(m.shards)), now, key, locker, lease)
+	var ev Event
+	ok := m.TryAdmitIn(ShardOf(key, len(m.shards)), now, key, locker, lease, &ev)
+	return ev, ok
 }
 
 // TryAdmitIn is TryAdmit for a driver that has key's shard i at hand.
-func (m *Machine) TryAdmitIn(i int, now time.Time, key string, locker uint64, lease time.Duration) (Event, bool) {
+func (m *Machine) TryAdmitIn(i int, now time.Time, key string, locker uint64, lease time.Duration, ev *Event) bool {
 	s := &m.shards[i]
 	ks := s.keys.Get(key)
 	if ks == nil || ks.active != 0 || len(ks.queue()) > 0 || !m.canAdmit(now, ks) {
-		return Event{}, false
+		return false
 	}
 	s.localFast++
-	return m.admit(now, key, s, ks, locker, lease), true
+	m.admit(now, key, s, ks, locker, lease, ev)
+	return true
 }
 
 // Lock queues locker for key until deadline; an Admitted or Failed event
@@ -114,7 +117,7 @@ func (m *Machine) canAdmit(now time.Time, ks *keyState) bool {
 }
 
 // admit is on the fast path: its arithmetic is on Instants, converted once.
-func (m *Machine) admit(now time.Time, key string, s *shard, ks *keyState, locker uint64, lease time.Duration) Event {
+func (m *Machine) admit(now time.Time, key string, s *shard, ks *keyState, locker uint64, lease time.Duration, ev *Event) {
 	at := deadline.At(now)
 	end := ks.expires
 	// Without its own lease a critical section follows the delegation, so a
@@ -144,7 +147,7 @@ func (m *Machine) admit(now time.Time, key string, s *shard, ks *keyState, locke
 		wake = end
 	}
 	s.timers.Add(ks, wake)
-	return Event{Kind: Admitted, Slot: ks.active, Key: key, Locker: locker, Token: m.dtok(ks).Section(uint64(ks.sections)), Expires: end.Time(), Signed: ks.signed()}
+	*ev = Event{Kind: Admitted, Slot: ks.active, Key: key, Locker: locker, Token: m.dtok(ks).Section(uint64(ks.sections)), Expires: end.Time(), Signed: ks.signed()}
 }
 
 // handleEnd is when the admitted critical section must stop.

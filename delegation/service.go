@@ -32,7 +32,9 @@ func (m *Machine) service(now time.Time, key string, ks *keyState) {
 		if q := ks.queue(); ks.active == 0 && len(q) > 0 && m.canAdmit(now, ks) {
 			w := q[0]
 			m.setQueue(ks, q[1:])
-			m.event(m.admit(now, key, m.shardOf(key), ks, w.locker, w.lease))
+			var ev Event
+			m.admit(now, key, m.shardOf(key), ks, w.locker, w.lease, &ev)
+			m.event(ev)
 		}
 		if m.needsRenew(now, ks) && !now.Before(ks.more().renewAt) {
 			m.sendRenew(now, key, ks)

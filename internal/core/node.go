@@ -264,8 +264,8 @@ func (n *Node) ClockJump(now time.Time) Ready {
 // TryAdmitIn is the zero-message fast path (delegation.Machine.TryAdmitIn)
 // for key, whose holder shard is shard: the driver holds only that shard's
 // lock around it.
-func (n *Node) TryAdmitIn(shard int, now time.Time, key string, locker uint64, lease time.Duration) (delegation.Event, bool) {
-	return n.holder.TryAdmitIn(shard, now, key, locker, lease)
+func (n *Node) TryAdmitIn(shard int, now time.Time, key string, locker uint64, lease time.Duration, ev *delegation.Event) bool {
+	return n.holder.TryAdmitIn(shard, now, key, locker, lease, ev)
 }
 
 // Lock queues locker for key; an event answers it.
