@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/homelock/homelock/delegation"
+	"runtime"
 	"slices"
 	"time"
 
+	"github.com/homelock/homelock/delegation"
 	"github.com/homelock/homelock/fence"
 )
 
@@ -150,11 +151,15 @@ func (n *Node) lock(ctx context.Context, key string, o lockOptions, try bool) (H
 		return Handle{}, err
 	}
 	var ev delegation.Event
-	if n.core.TryAdmitIn(s.index, n.clock.Now(), key, s.lockerID(), o.lease, &ev) {
+	if now := n.clock.Now(); n.core.TryAdmitIn(s.index, now, key, s.lockerID(), o.lease, &ev) {
 		h := n.admitted(s, &ev)
 		// Only the key's shard's wake-ups can have moved.
 		n.lowerArmed(n.core.Holder().NextDeadlineIn(s.index))
+		yield := s.yieldDue(now)
 		s.mu.Unlock()
+		if yield {
+			runtime.Gosched()
+		}
 		return h, nil
 	}
 	s.mu.Unlock()

@@ -33,6 +33,9 @@ type lockShard struct {
 	// free are ended sections kept for reuse (at most keptSections): the
 	// repeat lock takes one rather than allocating.
 	free []*section
+	// yielded is when (bootNanos) a repeat lock of this shard last let its
+	// goroutine yield (yieldDue).
+	yielded int64
 	// A cache line of its own: shards sit side by side and are written
 	// from different cores.
 	_ [64]byte
@@ -184,3 +187,26 @@ func (n *Node) kickTimer() {
 // armedAt is t in Node.armed's form: nanoseconds since bootEpoch, never
 // 0, which stands for no tick armed.
 func armedAt(t time.Time) int64 { return max(bootNanos(t), 1) }
+
+// yieldEvery is how often a shard's repeat path yields its processor.
+//
+// A goroutine that loops on the repeat path never blocks, and Go's
+// scheduler runs the goroutines the network readies (the transport's,
+// carrying another node's Recall or Acquire) from its global queue only
+// every 61st scheduling of a processor: eight such loops on two cores kept
+// another node waiting 0.3 s at the median and up to 0.8 s for a key they
+// held. A yield every millisecond per shard costs a scheduling a
+// millisecond and brings that wait down to a few milliseconds
+// (docs/design.md, "Yielding on a busy repeat path").
+const yieldEvery = time.Millisecond
+
+// yieldDue reports whether the repeat lock that read now should yield
+// after letting go of the shard (s.mu held).
+func (s *lockShard) yieldDue(now time.Time) bool {
+	t := bootNanos(now)
+	if t-s.yielded < int64(yieldEvery) {
+		return false
+	}
+	s.yielded = t
+	return true
+}
