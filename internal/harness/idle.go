@@ -64,20 +64,19 @@ func measureIdle(ctx context.Context, dir string, count int, ring *fence.KeyRing
 	}
 	m.held = full.held
 	if m.held > 0 {
-		added := float64(full.held0) - float64(full.open)
-		homeShare := float64(full.homeGone) - float64(bare.homeGone)
-		m.home = homeShare / float64(m.held)
-		m.holder = added/float64(m.held) - m.home
+		m.home = float64(full.homeGone-bare.homeGone) / float64(m.held)
+		m.holder = float64(full.held0-full.open)/float64(m.held) - m.home
 	}
 	return m, nil
 }
 
 // pairHeap is one idlePair run: the live heap with both nodes open and
 // available (open), with the delegations held (held0), and how much the
-// home's kill freed (homeGone).
+// home's kill freed (homeGone). Signed: after a kill with nothing held the
+// heap may have grown, not shrunk.
 type pairHeap struct {
 	held                  int
-	open, held0, homeGone uint64
+	open, held0, homeGone int64
 }
 
 // idlePair runs one holder-and-home pair with count delegations and leaves
@@ -122,21 +121,16 @@ func idlePair(ctx context.Context, dir string, count int, ring *fence.KeyRing, p
 			return p, fmt.Errorf("open %s: %w", ids[i], err)
 		}
 	}
-	for _, n := range nodes {
-		for !n.Status().Available {
-			if ctx.Err() != nil {
-				return p, fmt.Errorf("node %s never became available: %s", n.ID(), n.Status().Reason)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+	if err := (&cluster{nodes: nodes}).waitAvailable(ctx); err != nil {
+		return p, err
 	}
 	home, holder := nodes[0], nodes[1]
 	ring0 := statusRing(holder.Status())
-	p.open = heapInUse()
+	p.open = int64(heapInUse())
 	if err := holdHomedAt(ctx, holder, ring0, home.ID(), count); err != nil {
 		return p, err
 	}
-	p.held0 = heapInUse()
+	p.held0 = int64(heapInUse())
 	p.held = holder.Stats().Held
 	if profile != "" {
 		if err := writeHeapProfile(profile); err != nil {
@@ -147,7 +141,7 @@ func idlePair(ctx context.Context, dir string, count int, ring *fence.KeyRing, p
 		return p, fmt.Errorf("kill the home: %w", err)
 	}
 	nodes[0] = nil
-	p.homeGone = p.held0 - heapInUse()
+	p.homeGone = p.held0 - int64(heapInUse())
 	return p, nil
 }
 
