@@ -142,7 +142,7 @@ func (m *Machine) admit(now time.Time, key string, s *shard, ks *keyState, locke
 	// The section is served at its end or at half the delegation's lease,
 	// whichever comes first: it renews from then on. An idle delegation's
 	// wake-up is its lapse release, too late to renew in time (L7).
-	wake := ks.expires.Add(-ks.lease / 2)
+	wake := ks.expires.Add(-m.lease(ks) / 2)
 	if end.Before(wake) || (m.cfg.Mutations.renewAtLapse() && !m.needsRenew(now, ks)) {
 		wake = end
 	}

@@ -202,7 +202,7 @@ func (m *Machine) Holding(key string) (tok fence.Token, expires time.Time, activ
 // renewed (zero when none is held), for checkers.
 func (m *Machine) Lease(key string) time.Duration {
 	if ks := m.get(key); ks != nil && ks.phase == held {
-		return ks.lease
+		return m.lease(ks)
 	}
 	return 0
 }

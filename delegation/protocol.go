@@ -62,11 +62,9 @@ func (m *Machine) Grant(now time.Time, env msg.Envelope, g msg.Grant) {
 	}
 	ks.counter, ks.sections = g.Token.Counter, 0
 	m.setOrigin(ks, g.Token, env.From, env.FromInc)
-	ks.expires, ks.lease = deadline.At(expires), g.Lease
-	ks.grant = nil
-	if g.Barrier != nil || g.Signed != nil {
-		ks.grant = &grantBytes{inherited: g.Barrier, signed: g.Signed}
-	}
+	ks.expires = deadline.At(expires)
+	m.setLease(ks, g.Lease)
+	ks.setGrantBytes(g.Barrier, g.Signed)
 	ks.set(admitted, false)
 	ks.left = -1
 	if g.Contended {
@@ -187,7 +185,7 @@ func (m *Machine) RenewReply(now time.Time, r msg.RenewReply) {
 	}
 	if e := deadline.At(sent.Add(m.shorten(r.Lease))); e.After(ks.expires) {
 		ks.expires = e
-		ks.lease = r.Lease
+		m.setLease(ks, r.Lease)
 		x := ks.edit()
 		x.renewAt = time.Time{}
 		x.renewals = attemptLog{}
@@ -257,8 +255,8 @@ func (m *Machine) Reclaim(now time.Time, env msg.Envelope) {
 			kept = append(kept, msg.HeldDelegation{Key: key, Token: m.tok(ks), Remaining: ks.expires.Time().Sub(now), Barrier: ks.inherited()})
 			if m.issuer(ks).Inc < env.FromInc {
 				m.setIssuer(ks, env.From, env.FromInc)
-				if ks.x != nil && ks.x.motion != nil {
-					ks.x.motion.renewAt = time.Time{}
+				if x := ks.extra(); x != nil && x.motion != nil {
+					x.motion.renewAt = time.Time{}
 					ks.trim()
 				}
 			}

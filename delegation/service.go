@@ -79,7 +79,7 @@ func (m *Machine) lapseMargin() time.Duration { return 2 * m.cfg.MinUseful }
 // runs (recalled or not: a live section keeps its lock, L6), or while local
 // lockers queue on a delegation that may still admit them.
 func (m *Machine) needsRenew(now time.Time, ks *keyState) bool {
-	return m.renewing(ks) && ks.expires.Sub(deadline.At(now)) < ks.lease/2
+	return m.renewing(ks) && ks.expires.Sub(deadline.At(now)) < m.lease(ks)/2
 }
 
 // renewing: the delegation is renewed at half its lease rather than left
@@ -108,7 +108,7 @@ func (m *Machine) reschedule(now time.Time, key string, ks *keyState) {
 		}
 		switch {
 		case m.renewing(ks):
-			pick(later(x.renewAt, expires.Add(-ks.lease/2)))
+			pick(later(x.renewAt, expires.Add(-m.lease(ks)/2)))
 		case ks.is(settling) || ks.left >= 0:
 			// Draining, or recalled (a one-shot grant) with no section
 			// running: no renewal, no lapse release.
@@ -310,13 +310,16 @@ func (m *Machine) clearDelegation(ks *keyState, barrier []byte, sent bool, now t
 	ks.counter, ks.sections = 0, 0
 	m.origins.Unref(ks.origin)
 	ks.origin = 0
-	ks.grant = nil
 	ks.set(fresh|freshAsk|settling|admitted|refused, false)
 	ks.left = -1
 	ks.renews = 0
-	if ks.x != nil && ks.x.motion != nil {
-		ks.x.motion.renewals, ks.x.motion.renewAt = attemptLog{}, time.Time{}
+	if x := ks.extra(); x != nil && x.motion != nil {
+		x.motion.renewals, x.motion.renewAt = attemptLog{}, time.Time{}
 	}
+	// The lease and the grant's bytes are read only while a delegation is
+	// held.
+	m.setLease(ks, m.cfg.Lease)
+	ks.setGrantBytes(nil, nil)
 }
 
 // schedule makes sure ks is served at or before at.

@@ -20,11 +20,13 @@ const (
 )
 
 // keyState is one key at this holder. A node may hold a million idle
-// delegations, so the state is kept to what an idle one needs (96 bytes,
-// TestKeyStateSize); the rest (the last release; a request, queued lockers,
-// a renewal in flight) is behind x, whose parts are dropped again once all
-// zero. Readers go through the accessors below, which read a missing part as
-// all zero, so dropping it changes nothing.
+// delegations, so the state is kept to what an idle one needs (64 bytes,
+// TestKeyStateSize); the rest is behind ext, whose parts are dropped again
+// once all zero: what the grant carried and a lease other than the one this
+// node asks for, and one pointer further what only a released or moving key
+// needs (the last release; a request, queued lockers, a renewal in flight).
+// Readers go through the accessors below, which read a missing part as all
+// zero (the lease as Config.Lease), so dropping it changes nothing.
 type keyState struct {
 	key string
 	// The delegation (phase held), named without a section: its critical
@@ -32,9 +34,7 @@ type keyState struct {
 	// the epoch and incarnation of its origin (see Machine.dtok).
 	counter uint64
 	expires deadline.Instant // on this holder's clock, shortened by drift
-	lease   time.Duration
-	grant   *grantBytes // nil when the grant carried neither
-	x       *keyExtra
+	ext     *keyExt
 
 	// origin is the rest of the token and the home that granted the
 	// delegation, shared with the delegations granted alongside (zero when
@@ -76,6 +76,9 @@ const (
 	// or recalled); a request made in the same step knows it queues behind
 	// them (msg.Acquire.Queued). Cleared at the end of that step.
 	handedOn
+	// oddLease: the delegation's lease is not Config.Lease (a home with a
+	// smaller MaxLease, or little liveness left, granted less); ext keeps it.
+	oddLease
 )
 
 // origin is what the delegations one home incarnation grants (or adopts)
@@ -115,27 +118,78 @@ func (ks *keyState) set(f keyFlags, on bool) {
 	}
 }
 
-// grantBytes are the byte strings a Grant carried, shared with the message
+// keyExt is what an idle delegation needs only sometimes, nil while all of
+// it is zero. The byte strings a Grant carried are shared with the message
 // and never changed: the barrier to inherit and the signed grant handed to
-// every admitted locker. nil and empty are kept apart, as the messages
-// keep them.
-type grantBytes struct {
+// every admitted locker (nil and empty are kept apart, as the messages keep
+// them); they cost a deployment with barriers or a key ring sixteen bytes
+// more than a part of their own would, and every other idle delegation
+// eight bytes less.
+type keyExt struct {
 	inherited []byte
 	signed    []byte
+	lease     time.Duration // the delegation's lease, with oddLease
+	x         *keyExtra
+}
+
+func (e *keyExt) empty() bool {
+	return e.inherited == nil && e.signed == nil && e.lease == 0 && e.x == nil
+}
+
+// editExt returns ks's ext for writing, making it if need be.
+func (ks *keyState) editExt() *keyExt {
+	if ks.ext == nil {
+		ks.ext = new(keyExt)
+	}
+	return ks.ext
 }
 
 func (ks *keyState) inherited() []byte {
-	if ks.grant == nil {
+	if ks.ext == nil {
 		return nil
 	}
-	return ks.grant.inherited
+	return ks.ext.inherited
 }
 
 func (ks *keyState) signed() []byte {
-	if ks.grant == nil {
+	if ks.ext == nil {
 		return nil
 	}
-	return ks.grant.signed
+	return ks.ext.signed
+}
+
+// setGrantBytes records what the delegation's Grant carried (nil, nil for a
+// delegation that is gone).
+func (ks *keyState) setGrantBytes(inherited, signed []byte) {
+	if inherited != nil || signed != nil {
+		ks.editExt()
+	}
+	if ks.ext != nil {
+		ks.ext.inherited, ks.ext.signed = inherited, signed
+		ks.trim()
+	}
+}
+
+// lease is the held delegation's lease as last granted or renewed (read
+// only while one is held).
+func (m *Machine) lease(ks *keyState) time.Duration {
+	if ks.is(oddLease) {
+		return ks.ext.lease
+	}
+	return m.cfg.Lease
+}
+
+// setLease records the held delegation's lease; a million delegations from
+// homes configured alike all have Config.Lease, which costs them nothing.
+func (m *Machine) setLease(ks *keyState, l time.Duration) {
+	odd := l != m.cfg.Lease
+	ks.set(oddLease, odd)
+	if odd {
+		ks.editExt().lease = l
+	} else if ks.ext != nil {
+		ks.ext.lease = 0
+		ks.trim()
+	}
 }
 
 // keyExtra is the part of a key's state that an idle delegation does not
@@ -196,49 +250,65 @@ var (
 // more returns ks's key-in-motion state for reading; all zero when it has
 // none.
 func (ks *keyState) more() *keyMotion {
-	if ks.x == nil || ks.x.motion == nil {
-		return &noMotion
+	if x := ks.extra(); x != nil && x.motion != nil {
+		return x.motion
 	}
-	return ks.x.motion
+	return &noMotion
+}
+
+// extra is ks's released-or-moving state, nil when it has none.
+func (ks *keyState) extra() *keyExtra {
+	if ks.ext == nil {
+		return nil
+	}
+	return ks.ext.x
+}
+
+// editExtra returns ks's released-or-moving state for writing, making it if
+// need be.
+func (ks *keyState) editExtra() *keyExtra {
+	e := ks.editExt()
+	if e.x == nil {
+		e.x = new(keyExtra)
+	}
+	return e.x
 }
 
 // edit returns ks's key-in-motion state for writing, making it if need be.
 func (ks *keyState) edit() *keyMotion {
-	if ks.x == nil {
-		ks.x = new(keyExtra)
+	x := ks.editExtra()
+	if x.motion == nil {
+		x.motion = new(keyMotion)
 	}
-	if ks.x.motion == nil {
-		ks.x.motion = new(keyMotion)
-	}
-	return ks.x.motion
+	return x.motion
 }
 
 // last returns ks's last release for reading; all zero when it has none.
 func (ks *keyState) last() *lastRelease {
-	if ks.x == nil {
-		return &noLast
+	if x := ks.extra(); x != nil {
+		return &x.last
 	}
-	return &ks.x.last
+	return &noLast
 }
 
 // setLast records the last release.
-func (ks *keyState) setLast(l lastRelease) {
-	if ks.x == nil {
-		ks.x = new(keyExtra)
-	}
-	ks.x.last = l
-}
+func (ks *keyState) setLast(l lastRelease) { ks.editExtra().last = l }
 
 // trim drops the parts of the extra state that are no longer needed.
 func (ks *keyState) trim() {
-	if ks.x == nil {
+	if ks.ext == nil {
 		return
 	}
-	if ks.x.motion != nil && ks.x.motion.empty() {
-		ks.x.motion = nil
+	if x := ks.ext.x; x != nil {
+		if x.motion != nil && x.motion.empty() {
+			x.motion = nil
+		}
+		if x.motion == nil && x.last.empty() {
+			ks.ext.x = nil
+		}
 	}
-	if ks.x.motion == nil && ks.x.last.empty() {
-		ks.x = nil
+	if ks.ext.empty() && !ks.is(oddLease) { // an odd lease may be zero
+		ks.ext = nil
 	}
 }
 
@@ -258,7 +328,7 @@ func (m *Machine) setQueue(ks *keyState, q []localWaiter) {
 	m.gauges.deferred += len(q) - len(ks.queue())
 	if len(q) == 0 {
 		q = nil
-		if ks.x == nil || ks.x.motion == nil {
+		if x := ks.extra(); x == nil || x.motion == nil {
 			return
 		}
 	}

@@ -143,8 +143,9 @@ func (m *Machine) serve(now time.Time, key string, ke *entry) msg.WaitReason {
 		for _, w := range ws {
 			m.send(w.from.ID, msg.NotHome{Key: key, Req: w.req})
 		}
-		m.waiting -= len(ke.x.waiters)
-		ke.x.waiters = nil
+		x := ke.extra()
+		m.waiting -= len(x.waiters)
+		x.waiters = nil
 	}
 	m.answerQueries(now, key, ke)
 
@@ -178,7 +179,7 @@ func (m *Machine) holderIsMember(ke *entry) bool {
 }
 
 func (m *Machine) dropStaleWaiters(now time.Time, ke *entry) {
-	x := ke.x
+	x := ke.extra()
 	if x == nil || len(x.waiters) == 0 {
 		return
 	}
@@ -249,19 +250,18 @@ func (m *Machine) grant(now time.Time, key string, ke *entry, w *waiter) {
 	d := delegation{
 		holder:  m.peers.Ref(peer{w.from, w.fromInc}),
 		attempt: w.attempt,
-		lease:   lease,
 		expires: deadline.At(now.Add(lease + skew)),
 	}
 	var signed []byte
 	if m.cfg.Sign != nil {
 		signed = m.cfg.Sign(GrantInfo{Key: key, Holder: w.from, Req: w.req, Token: tok.Token(), Epoch: cur.e.Number, Lease: lease})
 	}
-	m.setDeleg(ke, d, tok, w.req, ke.barrier(), signed)
+	m.setDeleg(ke, d, lease, tok, w.req, ke.barrier(), signed)
 	ke.set(contended, len(ke.waiters()) > 0)
-	if ke.x != nil {
+	if x := ke.extra(); x != nil {
 		// Read only while no delegation is live (gc), and set when it ends.
-		ke.x.idleSince = time.Time{}
-		ke.x.waitedSince = w.since
+		x.idleSince = time.Time{}
+		x.waitedSince = w.since
 	}
 	m.live++
 	m.byHold[w.from.ID]++
@@ -276,7 +276,7 @@ func (m *Machine) grant(now time.Time, key string, ke *entry, w *waiter) {
 func (m *Machine) sendGrant(ke *entry) {
 	d := &ke.d
 	m.send(m.holder(ke).ID, msg.Grant{
-		Key: ke.key, Req: m.req(ke), Attempt: d.attempt, Token: m.dtok(ke).Token(), Lease: d.lease,
+		Key: ke.key, Req: m.req(ke), Attempt: d.attempt, Token: m.dtok(ke).Token(), Lease: m.lease(ke),
 		Barrier: ke.given(), Recalled: ke.is(recalled) && !ke.is(contended), Contended: ke.is(contended), Signed: ke.signed(),
 	})
 }
@@ -356,7 +356,7 @@ func (m *Machine) Renew(now time.Time, env msg.Envelope, r msg.Renew) {
 	if e := deadline.At(now.Add(lease + skew)); e.After(d.expires) {
 		d.expires = e
 	}
-	d.lease = lease
+	m.setLease(ke, lease)
 	m.send(env.From.ID, msg.RenewReply{Key: r.Key, Token: r.Token, Attempt: r.Attempt, OK: true, Lease: lease})
 	if ke.is(recalled) && !ke.is(contended) {
 		m.send(env.From.ID, msg.Recall{Key: r.Key, Token: r.Token})

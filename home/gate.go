@@ -102,7 +102,7 @@ func (m *Machine) DrainQuery(now time.Time, env msg.Envelope, q msg.DrainQuery) 
 // and reclaim stand in), it no longer grants key, and no delegation for key
 // is live. Otherwise it sends the remaining wait once per query.
 func (m *Machine) answerQueries(now time.Time, key string, ke *entry) {
-	x := ke.x
+	x := ke.extra()
 	if x == nil || len(x.queries) == 0 {
 		return
 	}

@@ -66,11 +66,11 @@ func (m *Machine) ReclaimAnswer(now time.Time, env msg.Envelope, a msg.ReclaimAn
 			m.byHold[env.From.ID]++
 		}
 		m.setDeleg(ke, delegation{
-			holder: m.peers.Ref(peer{env.From, env.FromInc}), lease: h.Remaining,
+			holder:  m.peers.Ref(peer{env.From, env.FromInc}),
 			expires: deadline.At(now.Add(h.Remaining + skew)),
-		}, dtoken.Of(h.Token), msg.RequestID{}, h.Barrier, nil)
-		if ke.x != nil {
-			ke.x.idleSince, ke.x.waitedSince = time.Time{}, time.Time{}
+		}, h.Remaining, dtoken.Of(h.Token), msg.RequestID{}, h.Barrier, nil)
+		if x := ke.extra(); x != nil {
+			x.idleSince, x.waitedSince = time.Time{}, time.Time{}
 		}
 		m.stats.Adopted++
 		m.serve(now, h.Key, ke)

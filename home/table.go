@@ -13,17 +13,17 @@ import (
 // delegation, waiters, a gate or drain in progress, or a barrier to hand on.
 //
 // A home may keep a million entries for idle delegations, so an entry is
-// what one needs (80 bytes, TestEntrySize); the byte strings and whatever
-// only a contended, moving or freshly freed key needs are behind pointers,
-// nil while all of it is, and what many delegations share is in their mint.
-// Readers go through accessors that read a missing part as zero, so dropping
-// it changes nothing.
+// what one needs (64 bytes, TestEntrySize); the byte strings, a lease other
+// than MaxLease, and one pointer further whatever only a contended, moving
+// or freshly freed key needs are behind ext, nil while all of it is, and
+// what many delegations share is in their mint. Readers go through
+// accessors that read a missing part as zero (the lease as MaxLease), so
+// dropping it changes nothing.
 type entry struct {
 	key string
 	// D1: at most one live delegation per key (d.holder non-zero).
-	d     delegation
-	bytes *entryBytes
-	x     *entryExtra
+	d   delegation
+	ext *entryExt
 	// The live delegation's token is its mint's, with the counter's low 32
 	// bits here (see Machine.dtok).
 	counter uint32
@@ -57,7 +57,6 @@ type delegation struct {
 	// incarnation is the holder's (see Machine.req).
 	reqSeq  uint64
 	expires deadline.Instant
-	lease   time.Duration
 	// holder is the holding member as the incarnation that asked for it (or
 	// answered the reclaim that adopted it).
 	holder  intern.ID
@@ -72,6 +71,10 @@ const (
 	// oddReq: the granted request did not number itself with the
 	// incarnation that sent it; entryExtra.oddReq keeps it whole.
 	oddReq
+	// oddLease: the live delegation's lease is not MaxLease (a requester
+	// asked for less, the home's liveness was short, or a reclaim adopted
+	// it with what it had left); entryExt.lease keeps it.
+	oddLease
 )
 
 func (ke *entry) is(f delegFlags) bool { return ke.flags&f != 0 }
@@ -111,7 +114,7 @@ type peer struct {
 func (m *Machine) req(ke *entry) msg.RequestID {
 	switch {
 	case ke.is(oddReq):
-		return ke.x.oddReq
+		return ke.ext.x.oddReq
 	case ke.d.reqSeq == 0:
 		return msg.RequestID{}
 	}
@@ -126,53 +129,92 @@ func (m *Machine) setReq(ke *entry, r msg.RequestID) {
 	ke.set(oddReq, odd)
 	if odd {
 		ke.edit().oddReq = r
-	} else if ke.x != nil {
-		ke.x.oddReq = msg.RequestID{}
+	} else if x := ke.extra(); x != nil {
+		x.oddReq = msg.RequestID{}
 	}
 }
 
-// entryBytes are the byte strings an entry keeps, nil when all three are.
-// nil and empty are kept apart, as the messages keep them.
-type entryBytes struct {
+// lease is the live delegation's lease as last granted or renewed.
+func (m *Machine) lease(ke *entry) time.Duration {
+	if ke.is(oddLease) {
+		return ke.ext.lease
+	}
+	return m.cfg.MaxLease
+}
+
+// setLease records the live delegation's lease: a million delegations
+// asked for by requesters configured like this home all have MaxLease,
+// which costs them nothing.
+func (m *Machine) setLease(ke *entry, l time.Duration) {
+	odd := l != m.cfg.MaxLease
+	ke.set(oddLease, odd)
+	if odd {
+		ke.editExt().lease = l
+	} else if ke.ext != nil {
+		ke.ext.lease = 0
+		ke.trim()
+	}
+}
+
+// entryExt is what an idle delegation's entry needs only sometimes, nil
+// while all of it is zero: its byte strings (nil and empty kept apart, as
+// the messages keep them), a lease other than MaxLease, and one pointer
+// further what only a contended, moving or freshly freed key needs. With
+// barriers or a key ring an entry pays sixteen bytes more for this than for
+// a part with just the bytes; every other idle delegation eight bytes less.
+type entryExt struct {
 	// barrier is the newest released (or drained-in) barrier, handed to the
 	// next grant (successor freshness).
 	barrier []byte
 	// given is the live delegation's inherited barrier, given with its grant.
 	given  []byte
-	signed []byte // the live delegation's signed grant
+	signed []byte        // the live delegation's signed grant
+	lease  time.Duration // the live delegation's, with oddLease
+	x      *entryExtra
+}
+
+func (e *entryExt) empty() bool {
+	return e.barrier == nil && e.given == nil && e.signed == nil && e.lease == 0 && e.x == nil
+}
+
+// editExt returns ke's ext for writing, making it if need be.
+func (ke *entry) editExt() *entryExt {
+	if ke.ext == nil {
+		ke.ext = new(entryExt)
+	}
+	return ke.ext
 }
 
 func (ke *entry) barrier() []byte {
-	if ke.bytes == nil {
+	if ke.ext == nil {
 		return nil
 	}
-	return ke.bytes.barrier
+	return ke.ext.barrier
 }
 
 func (ke *entry) given() []byte {
-	if ke.bytes == nil {
+	if ke.ext == nil {
 		return nil
 	}
-	return ke.bytes.given
+	return ke.ext.given
 }
 
 func (ke *entry) signed() []byte {
-	if ke.bytes == nil {
+	if ke.ext == nil {
 		return nil
 	}
-	return ke.bytes.signed
+	return ke.ext.signed
 }
 
 // setBytes replaces the three byte strings.
 func (ke *entry) setBytes(barrier, given, signed []byte) {
-	if barrier == nil && given == nil && signed == nil {
-		ke.bytes = nil
-		return
+	if barrier != nil || given != nil || signed != nil {
+		ke.editExt()
 	}
-	if ke.bytes == nil {
-		ke.bytes = new(entryBytes)
+	if e := ke.ext; e != nil {
+		e.barrier, e.given, e.signed = barrier, given, signed
+		ke.trim()
 	}
-	*ke.bytes = entryBytes{barrier: barrier, given: given, signed: signed}
 }
 
 // entryExtra is the part of an entry that an idle delegation does not need.
@@ -205,30 +247,45 @@ var noExtra entryExtra
 
 // more returns ke's extra state for reading; all zero when it has none.
 func (ke *entry) more() *entryExtra {
-	if ke.x == nil {
-		return &noExtra
+	if x := ke.extra(); x != nil {
+		return x
 	}
-	return ke.x
+	return &noExtra
+}
+
+// extra is ke's extra state, nil when it has none.
+func (ke *entry) extra() *entryExtra {
+	if ke.ext == nil {
+		return nil
+	}
+	return ke.ext.x
 }
 
 // edit returns ke's extra state for writing, making it if need be.
 func (ke *entry) edit() *entryExtra {
-	if ke.x == nil {
-		ke.x = new(entryExtra)
+	e := ke.editExt()
+	if e.x == nil {
+		e.x = new(entryExtra)
 	}
-	return ke.x
+	return e.x
 }
 
 // trim drops the extra state once none of it is needed.
 func (ke *entry) trim() {
-	if ke.x == nil {
+	e := ke.ext
+	if e == nil {
 		return
 	}
-	if len(ke.x.waiters) == 0 {
-		ke.x.waitedSince = time.Time{}
+	if x := e.x; x != nil {
+		if len(x.waiters) == 0 {
+			x.waitedSince = time.Time{}
+		}
+		if x.empty() {
+			e.x = nil
+		}
 	}
-	if ke.x.empty() {
-		ke.x = nil
+	if e.empty() && !ke.is(oddLease) { // an odd lease may be zero
+		ke.ext = nil
 	}
 }
 
@@ -258,7 +315,7 @@ type pendingQuery struct {
 // no backing array, which would otherwise pin the last waiter of every key).
 func (m *Machine) removeWaiter(ke *entry, i int) {
 	m.waiting--
-	x := ke.x
+	x := ke.extra()
 	n := copy(x.waiters[i:], x.waiters[i+1:])
 	x.waiters[i+n] = nil
 	x.waiters = x.waiters[:i+n]
@@ -301,7 +358,7 @@ func (m *Machine) free(now time.Time, ke *entry, released bool, barrier []byte) 
 		m.stats.ExpiredHolds++
 	}
 	holder := m.holder(ke).ID
-	m.setDeleg(ke, delegation{}, dtoken.T{}, msg.RequestID{}, nil, nil)
+	m.setDeleg(ke, delegation{}, m.cfg.MaxLease, dtoken.T{}, msg.RequestID{}, nil, nil)
 	ke.setBytes(handOn, nil, nil)
 	ke.edit().idleSince = now
 	m.live--
@@ -314,7 +371,7 @@ func (m *Machine) free(now time.Time, ke *entry, released bool, barrier []byte) 
 // tok, which answered request req and was given with barrier given and
 // signed grant signed; the barrier to hand on stays. It is neither recalled
 // nor contended yet.
-func (m *Machine) setDeleg(ke *entry, d delegation, tok dtoken.T, req msg.RequestID, given, signed []byte) {
+func (m *Machine) setDeleg(ke *entry, d delegation, lease time.Duration, tok dtoken.T, req msg.RequestID, given, signed []byte) {
 	old := ke.d.holder
 	ke.d = d
 	m.peers.Unref(old)
@@ -327,6 +384,7 @@ func (m *Machine) setDeleg(ke *entry, d delegation, tok dtoken.T, req msg.Reques
 	}
 	ke.flags = 0
 	m.setReq(ke, req)
+	m.setLease(ke, lease)
 	ke.setBytes(ke.barrier(), given, signed)
 }
 

@@ -15,22 +15,28 @@ import (
 // TestEntrySize holds the line on the home's share of an idle delegation. A
 // home may keep a million; the target for one on the home, with its key,
 // table slot and timer, is 128 bytes (the harness's "heap per idle
-// delegation, home"). An entry with its live delegation is 80 bytes, a malloc
-// size class: a field more moves it to the next (96). Put what only a
+// delegation, home"). An entry with its live delegation is 64 bytes, a malloc
+// size class: a field more moves it to the next (80), and the home's share
+// over 128. Put what only some delegations need in entryExt, what only a
 // contended or moving key needs in entryExtra, and what many delegations
 // share in their mint, instead.
 func TestEntrySize(t *testing.T) {
-	if got := unsafe.Sizeof(entry{}); got > 80 {
-		t.Errorf("entry is %d bytes, over its 80", got)
+	if got := unsafe.Sizeof(entry{}); got > 64 {
+		t.Errorf("entry is %d bytes, over its 64", got)
 	}
 }
 
 // TestEntryExtraEmpty: empty must see every field of entryExtra, or the
 // state in a field it misses would be dropped with the rest (trim).
 func TestEntryExtraEmpty(t *testing.T) {
-	if !new(entryExtra).empty() {
-		t.Fatal("the zero entryExtra is not empty")
+	if !new(entryExtra).empty() || !new(entryExt).empty() {
+		t.Fatal("the zero entryExtra or entryExt is not empty")
 	}
+	zerotest.EachField(t, func(field string, e *entryExt) {
+		if e.empty() {
+			t.Errorf("entryExt.empty misses field %s", field)
+		}
+	})
 	zerotest.EachField(t, func(field string, x *entryExtra) {
 		if x.empty() {
 			t.Errorf("entryExtra.empty misses field %s", field)
@@ -43,17 +49,9 @@ func TestEntryExtraEmpty(t *testing.T) {
 // a request numbered otherwise is kept whole. Either way a retransmission
 // gets the same grant back and a Withdraw of that request frees it.
 func TestRequestKeptWhole(t *testing.T) {
-	self := msg.Member{ID: "n1", Store: 1, Version: 1}
-	n2 := msg.Member{ID: "n2", Store: 2, Version: 1}
-	e := msg.Epoch{Number: 4, Members: []msg.Member{self, n2}, Caps: msg.Caps{Ring: msg.RingV1}}
-	now := time.Unix(1000, 0)
 	for _, req := range []msg.RequestID{{Inc: 3, Seq: 7}, {Inc: 2, Seq: 7}, {Inc: 3, Seq: 0}, {Inc: 0, Seq: 5}} {
-		m := New(Config{Self: self, Inc: 1, EpochLease: 3 * time.Second, Skew: 100 * time.Millisecond,
-			MaxLease: time.Second, MinUseful: time.Millisecond, RetryInterval: 10 * time.Millisecond}, now, nil, false)
-		m.OnEpoch(now, epoch.Learned{Epoch: e})
-		m.SetLiveness(now, now.Add(time.Hour))
+		m, env, now := epoch4Home()
 		key := homedKeys(t, m, 1)[0]
-		env := msg.Envelope{From: n2, FromInc: 3, Version: 1, Epoch: 4}
 		var grants []msg.Grant
 		for range 2 {
 			m.Acquire(now, env, msg.Acquire{Key: key, Req: req, Attempt: 1})
@@ -76,10 +74,9 @@ func TestRequestKeptWhole(t *testing.T) {
 	}
 }
 
-// TestTokenKeptWhole: an entry keeps the low 32 bits of its token's counter
-// and shares the rest in a mint; a counter past 32 bits, and a grant on
-// either side of the boundary, still read back whole and distinct.
-func TestTokenKeptWhole(t *testing.T) {
+// epoch4Home is n1's home machine in epoch 4 of n1 and n2, with an hour of
+// liveness and MaxLease 1s, and the envelope of n2's third incarnation.
+func epoch4Home() (*Machine, msg.Envelope, time.Time) {
 	self := msg.Member{ID: "n1", Store: 1, Version: 1}
 	n2 := msg.Member{ID: "n2", Store: 2, Version: 1}
 	e := msg.Epoch{Number: 4, Members: []msg.Member{self, n2}, Caps: msg.Caps{Ring: msg.RingV1}}
@@ -88,9 +85,53 @@ func TestTokenKeptWhole(t *testing.T) {
 		MaxLease: time.Second, MinUseful: time.Millisecond, RetryInterval: 10 * time.Millisecond}, now, nil, false)
 	m.OnEpoch(now, epoch.Learned{Epoch: e})
 	m.SetLiveness(now, now.Add(time.Hour))
+	return m, msg.Envelope{From: n2, FromInc: 3, Version: 1, Epoch: 4}, now
+}
+
+// TestLeaseKept: a delegation granted MaxLease keeps no ext; one granted
+// less (asked for less, or short of liveness) keeps its lease there, and a
+// retransmitted Grant carries it again; a renewal to MaxLease drops it.
+func TestLeaseKept(t *testing.T) {
+	m, env, now := epoch4Home()
+	keys := homedKeys(t, m, 2)
+	grant := func(key string, seq uint64, lease time.Duration) msg.Grant {
+		t.Helper()
+		var gs []msg.Grant
+		for range 2 { // the second is a retransmission
+			m.Acquire(now, env, msg.Acquire{Key: key, Req: msg.RequestID{Inc: 3, Seq: seq}, Attempt: 1, Lease: lease})
+			for _, o := range m.Ready().Msgs {
+				if g, ok := o.Body.(msg.Grant); ok {
+					gs = append(gs, g)
+				}
+			}
+		}
+		if len(gs) != 2 || gs[0].Lease != gs[1].Lease {
+			t.Fatalf("key %s: grants %+v, want the same lease twice", key, gs)
+		}
+		return gs[0]
+	}
+	if g := grant(keys[0], 1, time.Second); g.Lease != time.Second || m.keys.Get(keys[0]).ext != nil {
+		t.Fatalf("MaxLease asked: lease %v, ext %+v; want 1s and none", g.Lease, m.keys.Get(keys[0]).ext)
+	}
+	g := grant(keys[1], 2, 300*time.Millisecond)
+	ke := m.keys.Get(keys[1])
+	if g.Lease != 300*time.Millisecond || ke.ext == nil || !ke.is(oddLease) {
+		t.Fatalf("less asked: lease %v, ext %+v; want 300ms kept", g.Lease, ke.ext)
+	}
+	m.Renew(now, env, msg.Renew{Key: keys[1], Token: g.Token, Attempt: 1, Lease: time.Second})
+	m.Ready()
+	if ke.ext != nil || ke.is(oddLease) || m.lease(ke) != time.Second {
+		t.Fatalf("renewed to MaxLease: ext %+v, lease %v; want none and 1s", ke.ext, m.lease(ke))
+	}
+}
+
+// TestTokenKeptWhole: an entry keeps the low 32 bits of its token's counter
+// and shares the rest in a mint; a counter past 32 bits, and a grant on
+// either side of the boundary, still read back whole and distinct.
+func TestTokenKeptWhole(t *testing.T) {
+	m, env, now := epoch4Home()
 	keys := homedKeys(t, m, 3)
 	m.counter = 1<<32 - 2
-	env := msg.Envelope{From: n2, FromInc: 3, Version: 1, Epoch: 4}
 	for i, key := range keys {
 		m.Acquire(now, env, msg.Acquire{Key: key, Req: msg.RequestID{Inc: 3, Seq: uint64(i + 1)}, Attempt: 1})
 		m.Ready()
