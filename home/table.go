@@ -358,6 +358,8 @@ func (m *Machine) free(now time.Time, ke *entry, released bool, barrier []byte) 
 		m.stats.ExpiredHolds++
 	}
 	holder := m.holder(ke).ID
+	// No delegation, so no lease to keep: MaxLease is the one that costs
+	// the entry nothing (the lease is read only while one is live).
 	m.setDeleg(ke, delegation{}, m.cfg.MaxLease, dtoken.T{}, msg.RequestID{}, nil, nil)
 	ke.setBytes(handOn, nil, nil)
 	ke.edit().idleSince = now
