@@ -699,3 +699,63 @@ func TestRealMembership(t *testing.T) {
 	t.Logf("admissions per node %v; %d lock errors during the changes (unavailable while gated or not a member); %d home handoffs; %d admissions while an expired holder was late to leave",
 		hs.admitted, errs.Load(), handoffs, hs.late)
 }
+
+// A lost Grant, signed: the home keeps no signed grant and signs the
+// re-sent Grant again. n1 asks n3 for a key while every envelope from n3
+// to n1 is lost, so the first Grant never arrives; once the link heals,
+// n1's retransmitted Acquire is answered with the same delegation (n3
+// granted once), and its grant is one the key ring verifies and the
+// replicas' Guards accept for a write.
+func TestRealResignedGrant(t *testing.T) {
+	c := newRCluster(t, 3, rcOptions{inmem: true})
+	key := c.keyHomedAt("n3", "resigned")
+	holder, home := c.nodes[0], c.nodes[2]
+	grants := home.node.Stats().Grants
+
+	c.mem.SetDrop("n3", "n1", 1)
+	type result struct {
+		h   homelock.Handle
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		h, err := holder.node.Lock(ctx, key)
+		done <- result{h, err}
+	}()
+	// Until the home has granted (and its Grant was lost).
+	deadline := time.Now().Add(5 * time.Second)
+	for home.node.Stats().Grants == grants {
+		if time.Now().After(deadline) {
+			t.Fatal("the home never granted")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(2 * rcRetry) // a retransmitted Acquire or two, answered into the void
+	select {
+	case r := <-done:
+		t.Fatalf("locked while every Grant was lost: %+v", r)
+	default:
+	}
+	c.mem.SetDrop("n3", "n1", 0)
+
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	defer r.h.Unlock()
+	if got := home.node.Stats().Grants - grants; got != 1 {
+		t.Fatalf("the home granted %d times, want once (the re-sent Grant)", got)
+	}
+	g, err := c.ring.Verify(r.h.Grant())
+	if err != nil {
+		t.Fatalf("the re-sent grant does not verify: %v", err)
+	}
+	if g.Resource != key || g.Owner != "n1" || g.Token.Counter != r.h.Token().Counter {
+		t.Fatalf("re-sent grant %+v for a handle of %s", g, r.h.Token())
+	}
+	if _, err := holder.kv.Put(r.h.Context(), r.h, key, []byte("after a lost grant")); err != nil {
+		t.Fatalf("a write under the re-sent grant: %v", err)
+	}
+}

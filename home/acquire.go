@@ -35,7 +35,7 @@ func (m *Machine) Acquire(now time.Time, env msg.Envelope, a msg.Acquire) {
 	if ke.deleg() != nil && m.req(ke) == a.Req && m.holder(ke).Same(env.From) {
 		// A retransmission: the same grant while it is live, never a second
 		// holder (a lost reply). It echoes the attempt it first answered (H6).
-		m.sendGrant(ke)
+		m.sendGrant(ke, m.resign(ke))
 		return
 	}
 	w := m.waiterFor(ke, env.From)
@@ -256,7 +256,7 @@ func (m *Machine) grant(now time.Time, key string, ke *entry, w *waiter) {
 	if m.cfg.Sign != nil {
 		signed = m.cfg.Sign(GrantInfo{Key: key, Holder: w.from, Req: w.req, Token: tok.Token(), Epoch: cur.e.Number, Lease: lease})
 	}
-	m.setDeleg(ke, d, lease, tok, w.req, ke.barrier(), signed)
+	m.setDeleg(ke, d, lease, tok, w.req, ke.barrier(), signed != nil)
 	ke.set(contended, len(ke.waiters()) > 0)
 	if x := ke.extra(); x != nil {
 		// Read only while no delegation is live (gc), and set when it ends.
@@ -266,19 +266,35 @@ func (m *Machine) grant(now time.Time, key string, ke *entry, w *waiter) {
 	m.live++
 	m.byHold[w.from.ID]++
 	m.stats.Grants++
-	m.sendGrant(ke)
+	m.sendGrant(ke, signed)
 	// A contended grant already tells the holder to drain after one critical
 	// section; no separate Recall is needed for the waiters queued now.
 	ke.set(recalled, ke.is(contended))
 	m.timers.Add(ke, ke.d.expires)
 }
 
-func (m *Machine) sendGrant(ke *entry) {
+// sendGrant sends ke's live delegation to its holder, with signed, its
+// signed grant (nil: none).
+func (m *Machine) sendGrant(ke *entry, signed []byte) {
 	d := &ke.d
 	m.send(m.holder(ke).ID, msg.Grant{
 		Key: ke.key, Req: m.req(ke), Attempt: d.attempt, Token: m.dtok(ke).Token(), Lease: m.lease(ke),
-		Barrier: ke.given(), Recalled: ke.is(recalled) && !ke.is(contended), Contended: ke.is(contended), Signed: ke.signed(),
+		Barrier: ke.given(), Recalled: ke.is(recalled) && !ke.is(contended), Contended: ke.is(contended), Signed: signed,
 	})
+}
+
+// resign signs ke's live delegation again for a re-sent Grant, if its
+// first Grant was signed: a million idle delegations would otherwise keep
+// a signed grant each (about 290 bytes) for a retransmission that seldom
+// comes. The grant is what was first signed with the lease as last granted
+// or renewed, the one the re-sent Grant carries; a Guard's operation root
+// leaves the lease out, so both signings fence alike.
+func (m *Machine) resign(ke *entry) []byte {
+	if !ke.is(signedGrant) || m.cfg.Sign == nil {
+		return nil
+	}
+	tok := m.dtok(ke).Token()
+	return m.cfg.Sign(GrantInfo{Key: ke.key, Holder: m.holder(ke).Member, Req: m.req(ke), Token: tok, Epoch: tok.Epoch, Lease: m.lease(ke)})
 }
 
 // Release frees the delegation with exactly this token, from whoever sends it.

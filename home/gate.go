@@ -183,7 +183,7 @@ func (m *Machine) Drained(now time.Time, env msg.Envelope, d msg.Drained) {
 	ke := m.entry(d.Key)
 	ke.edit().drainedFor = cur.e.Number
 	if d.Barrier != nil && ke.deleg() == nil {
-		ke.setBytes(d.Barrier, nil, nil)
+		ke.setBytes(d.Barrier, nil)
 	}
 	m.serve(now, d.Key, ke)
 }

@@ -75,6 +75,10 @@ const (
 	// asked for less, the home's liveness was short, or a reclaim adopted
 	// it with what it had left); entryExt.lease keeps it.
 	oddLease
+	// signedGrant: the live delegation's Grant carried a signed grant
+	// (Config.Sign). The home keeps none of it: a re-sent Grant is signed
+	// again from what the entry keeps (Machine.resign).
+	signedGrant
 )
 
 func (ke *entry) is(f delegFlags) bool { return ke.flags&f != 0 }
@@ -160,21 +164,21 @@ func (m *Machine) setLease(ke *entry, l time.Duration) {
 // while all of it is zero: its byte strings (nil and empty kept apart, as
 // the messages keep them), a lease other than MaxLease, and one pointer
 // further what only a contended, moving or freshly freed key needs. With
-// barriers or a key ring an entry pays sixteen bytes more for this than for
-// a part with just the bytes; every other idle delegation eight bytes less.
+// barriers an entry pays sixteen bytes more for this than for a part with
+// just the bytes; every other idle delegation eight bytes less. A signed
+// grant is not kept (the signed flag).
 type entryExt struct {
 	// barrier is the newest released (or drained-in) barrier, handed to the
 	// next grant (successor freshness).
 	barrier []byte
 	// given is the live delegation's inherited barrier, given with its grant.
-	given  []byte
-	signed []byte        // the live delegation's signed grant
-	lease  time.Duration // the live delegation's, with oddLease
-	x      *entryExtra
+	given []byte
+	lease time.Duration // the live delegation's, with oddLease
+	x     *entryExtra
 }
 
 func (e *entryExt) empty() bool {
-	return e.barrier == nil && e.given == nil && e.signed == nil && e.lease == 0 && e.x == nil
+	return e.barrier == nil && e.given == nil && e.lease == 0 && e.x == nil
 }
 
 // editExt returns ke's ext for writing, making it if need be.
@@ -199,20 +203,13 @@ func (ke *entry) given() []byte {
 	return ke.ext.given
 }
 
-func (ke *entry) signed() []byte {
-	if ke.ext == nil {
-		return nil
-	}
-	return ke.ext.signed
-}
-
-// setBytes replaces the three byte strings.
-func (ke *entry) setBytes(barrier, given, signed []byte) {
-	if barrier != nil || given != nil || signed != nil {
+// setBytes replaces the two byte strings.
+func (ke *entry) setBytes(barrier, given []byte) {
+	if barrier != nil || given != nil {
 		ke.editExt()
 	}
 	if e := ke.ext; e != nil {
-		e.barrier, e.given, e.signed = barrier, given, signed
+		e.barrier, e.given = barrier, given
 		ke.trim()
 	}
 }
@@ -360,8 +357,8 @@ func (m *Machine) free(now time.Time, ke *entry, released bool, barrier []byte) 
 	holder := m.holder(ke).ID
 	// No delegation, so no lease to keep: MaxLease is the one that costs
 	// the entry nothing (the lease is read only while one is live).
-	m.setDeleg(ke, delegation{}, m.cfg.MaxLease, dtoken.T{}, msg.RequestID{}, nil, nil)
-	ke.setBytes(handOn, nil, nil)
+	m.setDeleg(ke, delegation{}, m.cfg.MaxLease, dtoken.T{}, msg.RequestID{}, nil, false)
+	ke.setBytes(handOn, nil)
 	ke.edit().idleSince = now
 	m.live--
 	if m.byHold[holder]--; m.byHold[holder] <= 0 {
@@ -371,9 +368,9 @@ func (m *Machine) free(now time.Time, ke *entry, released bool, barrier []byte) 
 
 // setDeleg replaces key's live delegation with d (no holder: none), of token
 // tok, which answered request req and was given with barrier given and
-// signed grant signed; the barrier to hand on stays. It is neither recalled
+// with a signed grant if signed; the barrier to hand on stays. It is neither recalled
 // nor contended yet.
-func (m *Machine) setDeleg(ke *entry, d delegation, lease time.Duration, tok dtoken.T, req msg.RequestID, given, signed []byte) {
+func (m *Machine) setDeleg(ke *entry, d delegation, lease time.Duration, tok dtoken.T, req msg.RequestID, given []byte, signed bool) {
 	old := ke.d.holder
 	ke.d = d
 	m.peers.Unref(old)
@@ -385,9 +382,10 @@ func (m *Machine) setDeleg(ke *entry, d delegation, lease time.Duration, tok dto
 		ke.counter = uint32(tok.Counter)
 	}
 	ke.flags = 0
+	ke.set(signedGrant, signed)
 	m.setReq(ke, req)
 	m.setLease(ke, lease)
-	ke.setBytes(ke.barrier(), given, signed)
+	ke.setBytes(ke.barrier(), given)
 }
 
 // gc forgets an entry that carries nothing anymore.

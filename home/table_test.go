@@ -1,6 +1,7 @@
 package home
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -122,6 +123,70 @@ func TestLeaseKept(t *testing.T) {
 	m.Ready()
 	if ke.ext != nil || ke.is(oddLease) || m.lease(ke) != time.Second {
 		t.Fatalf("renewed to MaxLease: ext %+v, lease %v; want none and 1s", ke.ext, m.lease(ke))
+	}
+}
+
+// TestSignedNotKept: a grant signed with Config.Sign is sent and not kept
+// (an idle signed delegation's entry has no ext), and a retransmitted Grant
+// is signed again from what the entry keeps: the same key, holder, request,
+// token and epoch, with the lease as last granted or renewed.
+func TestSignedNotKept(t *testing.T) {
+	m, env, now := epoch4Home()
+	var infos []GrantInfo
+	m.cfg.Sign = func(g GrantInfo) []byte {
+		infos = append(infos, g)
+		return []byte(fmt.Sprintf("signed %s %s %v %s %d %v", g.Key, g.Holder.ID, g.Req, g.Token, g.Epoch, g.Lease))
+	}
+	keys := homedKeys(t, m, 2)
+	grants := func() []msg.Grant {
+		var gs []msg.Grant
+		for _, o := range m.Ready().Msgs {
+			if g, ok := o.Body.(msg.Grant); ok {
+				gs = append(gs, g)
+			}
+		}
+		return gs
+	}
+	acquire := func(key string, seq uint64, lease time.Duration) []msg.Grant {
+		m.Acquire(now, env, msg.Acquire{Key: key, Req: msg.RequestID{Inc: 3, Seq: seq}, Attempt: 1, Lease: lease})
+		return grants()
+	}
+
+	first := acquire(keys[0], 1, time.Second)
+	if len(first) != 1 || string(first[0].Signed) != "signed "+keys[0]+" n2 {3 1} e4.i1.c1 4 1s" {
+		t.Fatalf("grants %+v, want one signed", first)
+	}
+	if ke := m.keys.Get(keys[0]); ke.ext != nil || !ke.is(signedGrant) {
+		t.Fatalf("signed idle delegation: ext %+v, signed flag %v; want no ext and the flag", ke.ext, ke.is(signedGrant))
+	}
+	again := acquire(keys[0], 1, time.Second)
+	if len(again) != 1 || string(again[0].Signed) != string(first[0].Signed) || again[0].Token != first[0].Token {
+		t.Fatalf("retransmission %+v, want %+v again", again, first)
+	}
+	if len(infos) != 2 || infos[0] != infos[1] {
+		t.Fatalf("signed %+v, want the same grant twice", infos)
+	}
+
+	// A lease granted short, then renewed: the re-sent Grant carries and
+	// signs the lease as renewed.
+	short := acquire(keys[1], 2, 300*time.Millisecond)
+	if len(short) != 1 || short[0].Lease != 300*time.Millisecond {
+		t.Fatalf("grants %+v, want one of 300ms", short)
+	}
+	m.Renew(now, env, msg.Renew{Key: keys[1], Token: short[0].Token, Attempt: 1, Lease: 500 * time.Millisecond})
+	m.Ready()
+	re := acquire(keys[1], 2, 300*time.Millisecond)
+	want := "signed " + keys[1] + " n2 {3 2} e4.i1.c2 4 500ms"
+	if len(re) != 1 || re[0].Lease != 500*time.Millisecond || string(re[0].Signed) != want {
+		t.Fatalf("re-sent after a renewal: %+v, want lease 500ms signed %q", re, want)
+	}
+
+	// Without Sign nothing is signed, first or again.
+	m.cfg.Sign = nil
+	m.Release(now, msg.Release{Key: keys[0], Token: first[0].Token})
+	m.Ready()
+	if g := acquire(keys[0], 3, time.Second); len(g) != 1 || g[0].Signed != nil || m.keys.Get(keys[0]).is(signedGrant) {
+		t.Fatalf("unsigned grant %+v, want no signed bytes and no flag", g)
 	}
 }
 
