@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -182,6 +183,9 @@ type Membership struct {
 	pending []MemberEvent
 	wake    chan struct{}
 	closed  bool
+	// shutting is set before memberlist is shut down, for its logger: the
+	// sends its goroutines still make then fail on closed sockets.
+	shutting atomic.Bool
 
 	done     chan struct{}
 	dispatch sync.WaitGroup
@@ -237,7 +241,7 @@ func NewMembership(cfg MembershipConfig) (*Membership, error) {
 	// calls the old address dead, let the name move.
 	mc.DeadNodeReclaimTime = t.ProbeInterval
 	mc.SecretKey = cfg.SecretKey
-	mc.Logger = newMemberlistLogger(m.log, m.suspected)
+	mc.Logger = newMemberlistLogger(m.log, m.suspected, m.shutting.Load)
 	d := &mlDelegate{m: m, meta: metaBytes}
 	mc.Delegate, mc.Events, mc.Alive, mc.Ping, mc.Conflict = d, d, d, d, d
 
@@ -319,6 +323,7 @@ func (m *Membership) Close() error {
 	}
 	m.closed = true
 	m.mu.Unlock()
+	m.shutting.Store(true)
 	err := m.ml.Shutdown()
 	m.stopDispatch()
 	if err != nil {

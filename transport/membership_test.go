@@ -188,7 +188,7 @@ func TestMembershipRefusesForeignNode(t *testing.T) {
 	defer a.Close()
 	mc := memberlist.DefaultLocalConfig()
 	mc.Name, mc.BindAddr, mc.BindPort = "stranger", "127.0.0.1", 0
-	mc.Logger = newMemberlistLogger(a.log, func(string) {})
+	mc.Logger = newMemberlistLogger(a.log, func(string) {}, func() bool { return false })
 	stranger, err := memberlist.Create(mc)
 	require.NoError(t, err)
 	defer stranger.Shutdown()
