@@ -166,7 +166,7 @@ func (m *Machine) setLease(ke *entry, l time.Duration) {
 // further what only a contended, moving or freshly freed key needs. With
 // barriers an entry pays sixteen bytes more for this than for a part with
 // just the bytes; every other idle delegation eight bytes less. A signed
-// grant is not kept (the signed flag).
+// grant is not kept (signedGrant).
 type entryExt struct {
 	// barrier is the newest released (or drained-in) barrier, handed to the
 	// next grant (successor freshness).
@@ -367,9 +367,9 @@ func (m *Machine) free(now time.Time, ke *entry, released bool, barrier []byte) 
 }
 
 // setDeleg replaces key's live delegation with d (no holder: none), of token
-// tok, which answered request req and was given with barrier given and
-// with a signed grant if signed; the barrier to hand on stays. It is neither recalled
-// nor contended yet.
+// tok, which answered request req and was given with barrier given, and
+// with a signed grant if signed; the barrier to hand on stays. It is
+// neither recalled nor contended yet.
 func (m *Machine) setDeleg(ke *entry, d delegation, lease time.Duration, tok dtoken.T, req msg.RequestID, given []byte, signed bool) {
 	old := ke.d.holder
 	ke.d = d
