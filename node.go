@@ -277,18 +277,7 @@ func (n *Node) coreConfig() core.Config {
 // signGrant is the home's signer: the lockGrant.v1 a holder presents to a
 // fence.Guard, bound to the key, the holder's node ID and this lock domain.
 func (n *Node) signGrant(g home.GrantInfo) []byte {
-	b, err := n.ring.Sign(fence.Grant{
-		Resource:    g.Key,
-		Owner:       string(g.Holder.ID),
-		RequestID:   strconv.FormatUint(g.Req.Inc, 10) + "." + strconv.FormatUint(g.Req.Seq, 10),
-		Lease:       g.Token.String(),
-		Token:       g.Token,
-		IssuerEpoch: g.Epoch,
-		Domain:      n.cfg.ClusterID,
-		TTL:         g.Lease,
-		Operation:   n.cfg.GrantOperation,
-		Scope:       fence.ScopeCluster,
-	})
+	b, err := n.ring.Sign(g.Fence(n.cfg.ClusterID, n.cfg.GrantOperation))
 	if err != nil {
 		n.log.Warn("cannot sign grant", "key", g.Key, "token", g.Token, "err", err)
 		return nil

@@ -34,10 +34,14 @@
 //   - L7 once healed, a holder asks to renew a delegation in use at half
 //     its lease, not later.
 //   - G3/G4 in one seed in eight, every section's write goes through a
-//     fence.Guard on Pebble on a crashable MemFS, valid handle or not; the
-//     store crashes and drops unsynced data: the Guard never accepts a
-//     token not above one it acknowledged, and every acknowledged write and
-//     receipt survives (guardsim.go);
+//     fence.Guard on Pebble on a crashable MemFS, valid handle or not, with
+//     the signed grant the holder handed the section; the store crashes
+//     and drops unsynced data: the Guard never accepts a token not above
+//     one it acknowledged, and every acknowledged write and receipt
+//     survives (guardsim.go);
+//   - G5 the homes sign their grants as production's do, and every
+//     section's signed grant verifies and names its own key, node and
+//     delegation, a re-sent Grant's signed again included (signing.go);
 //   - M1 membership heals: after the last fault every node is a member of
 //     one agreed epoch, lockable and live, within a stated bound; M2 the
 //     epochs learned stay within each fault's budget (healing.go).

@@ -52,12 +52,8 @@ type guardStore struct {
 var guardPrefix = []byte("\x00fence/")
 
 func newGuardStore(s *Sim) *guardStore {
-	ring := fence.NewKeyRing()
-	if err := ring.Add("sim", []byte("simulated-home-signing-key-32byt")); err != nil {
-		panic(err)
-	}
 	gs := &guardStore{
-		s: s, ring: ring, fs: vfs.NewCrashableMem(), rng: newRand(s.rng.Uint64()),
+		s: s, ring: simRing, fs: vfs.NewCrashableMem(), rng: newRand(s.rng.Uint64()),
 		acked: map[string][]string{}, highest: map[string]fence.Token{}, value: map[string][]byte{}, checked: map[string]int{},
 	}
 	gs.open()
@@ -69,7 +65,7 @@ func (gs *guardStore) open() {
 	if err != nil {
 		panic(fmt.Sprintf("guarded store: open: %v", err))
 	}
-	g, err := fence.NewGuard(db, gs.ring, fence.GuardOptions{Prefix: guardPrefix, Domain: "sim", OpIndexBytes: 4 << 10})
+	g, err := fence.NewGuard(db, gs.ring, fence.GuardOptions{Prefix: guardPrefix, Domain: simDomain, OpIndexBytes: 4 << 10})
 	if err != nil {
 		panic(fmt.Sprintf("guarded store: guard: %v", err))
 	}
@@ -89,20 +85,13 @@ func (gs *guardStore) write(cs *critical) {
 		return
 	}
 	s := gs.s
-	del := cs.token
-	del.Section = 0
-	signed, err := gs.ring.Sign(fence.Grant{
-		Resource: cs.key, Owner: string(cs.node.id), RequestID: del.String(), Lease: del.String(),
-		Token: del, IssuerEpoch: 1, Domain: "sim", TTL: simLease, Operation: "write", Scope: fence.ScopeCluster,
-	})
-	if err != nil {
-		panic(err)
-	}
 	gs.ops++
 	op := fmt.Sprintf("op%d", gs.ops)
 	val := []byte(fmt.Sprintf("%s by %s", cs.token, op))
-	_, err = gs.g.Apply(context.Background(), fence.Mutation{
-		Signed: signed, Resource: cs.key, Owner: string(cs.node.id), Operation: "write",
+	// The grant the home signed and the holder handed the section: a
+	// re-sent Grant's, signed again, included (it must fence alike).
+	_, err := gs.g.Apply(context.Background(), fence.Mutation{
+		Signed: cs.signed, Resource: cs.key, Owner: string(cs.node.id), Operation: simOperation,
 		OpID: op, Section: cs.token.Section, Segment: 1, Payload: val,
 	}, func(b *pebble.Batch) error { return b.Set([]byte("data/"+cs.key), val, nil) })
 	switch {

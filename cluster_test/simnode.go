@@ -124,6 +124,7 @@ func (s *Sim) nodeConfig(n *simNode) core.Config {
 			MinUseful:     simMinUseful,
 			RetryInterval: simRetry,
 			MaxWaiters:    64,
+			Sign:          s.sign,
 			Mutations:     s.cfg.Mutations.Home,
 		},
 		Holder: delegation.Config{

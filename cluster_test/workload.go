@@ -19,6 +19,7 @@ type critical struct {
 	// Set on admission.
 	admitted bool
 	token    fence.Token
+	signed   []byte    // the signed grant the holder handed the section
 	at       time.Time // true time of admission
 	expires  time.Time // on the holder's clock
 	read     int
@@ -115,9 +116,11 @@ func (s *Sim) onEvent(n *simNode, e delegation.Event) {
 			return
 		}
 		cs.admitted, cs.token, cs.at, cs.expires = true, e.Token, s.now, e.Expires
+		cs.signed = e.Signed
 		cs.resolved = true
 		s.trace("admit %s %s locker=%d %s until=%v", n.id, cs.key, cs.locker, cs.token, n.trueAt(e.Expires).Sub(simBase))
 		s.check.admit(cs)
+		s.checkSigned(cs)
 		cs.read, cs.readOK = s.check.reg(cs.key).read(cs.token)
 		d := 200*time.Microsecond + time.Duration(s.rng.Int64N(int64(3*time.Millisecond)))
 		if s.rng.IntN(20) == 0 {

@@ -42,13 +42,15 @@ type Sim struct {
 	check *checker
 	indep *lockcheck.Checker
 
-	faults   map[string]int
-	nEvents  int
-	hash     uint64
-	recent   []traceRec
-	recentAt int
-	stopped  bool
-	healedAt time.Time
+	faults map[string]int
+	// signedTokens are the delegations the homes signed (sign).
+	signedTokens map[fence.Token]bool
+	nEvents      int
+	hash         uint64
+	recent       []traceRec
+	recentAt     int
+	stopped      bool
+	healedAt     time.Time
 	// downAfter is this seed's failure-detection delay; below the lease it
 	// removes homes whose delegations still run, which is what gates are for.
 	downAfter time.Duration
@@ -131,6 +133,8 @@ func newSim(cfg SimConfig) *Sim {
 		now:    simBase,
 		faults: make(map[string]int),
 		hash:   14695981039346656037,
+
+		signedTokens: make(map[fence.Token]bool),
 	}
 	s.downAfter = 200*time.Millisecond + time.Duration(s.rng.Int64N(int64(time.Second)))
 	s.version = 1

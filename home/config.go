@@ -1,6 +1,7 @@
 package home
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/homelock/homelock/fence"
@@ -48,4 +49,23 @@ type GrantInfo struct {
 	Token  fence.Token
 	Epoch  uint64
 	Lease  time.Duration
+}
+
+// Fence is the lockGrant.v1 a home signs for g: bound to the key, the
+// holder's node ID, the request, the delegation's token, the lock domain
+// and the operation a fence.Guard checks. The driver and the simulator
+// both sign this, so the simulator's homes sign what production's do.
+func (g GrantInfo) Fence(domain, operation string) fence.Grant {
+	return fence.Grant{
+		Resource:    g.Key,
+		Owner:       string(g.Holder.ID),
+		RequestID:   strconv.FormatUint(g.Req.Inc, 10) + "." + strconv.FormatUint(g.Req.Seq, 10),
+		Lease:       g.Token.String(),
+		Token:       g.Token,
+		IssuerEpoch: g.Epoch,
+		Domain:      domain,
+		TTL:         g.Lease,
+		Operation:   operation,
+		Scope:       fence.ScopeCluster,
+	}
 }

@@ -212,3 +212,17 @@ func TestTokenKeptWhole(t *testing.T) {
 		t.Fatalf("%d mints for counters on both sides of 2^32, want 2", m.mints.Len())
 	}
 }
+
+// TestGrantInfoFence: the lockGrant.v1 a home signs binds the key, the
+// holder's node ID, the request as inc.seq, the delegation's token (also
+// as the lease's name), the epoch, the domain, the lease as its TTL, the
+// operation and the cluster scope.
+func TestGrantInfoFence(t *testing.T) {
+	tok := fence.Token{Epoch: 4, Incarnation: 2, Counter: 9}
+	g := GrantInfo{Key: "k", Holder: msg.Member{ID: "n2", Store: 7}, Req: msg.RequestID{Inc: 3, Seq: 11}, Token: tok, Epoch: 4, Lease: 250 * time.Millisecond}
+	want := fence.Grant{Resource: "k", Owner: "n2", RequestID: "3.11", Lease: tok.String(), Token: tok, IssuerEpoch: 4,
+		Domain: "orders", TTL: 250 * time.Millisecond, Operation: "write", Scope: fence.ScopeCluster}
+	if got := g.Fence("orders", "write"); got != want {
+		t.Fatalf("Fence = %+v, want %+v", got, want)
+	}
+}
