@@ -182,10 +182,10 @@ type Membership struct {
 	current map[msg.NodeID]memberKey // each node ID's latest store
 	pending []MemberEvent
 	wake    chan struct{}
-	closed  bool
-	// shutting is set before memberlist is shut down, for its logger: the
-	// sends its goroutines still make then fail on closed sockets.
-	shutting atomic.Bool
+	// closed is set by Close before memberlist is shut down; its logger
+	// reads it too, since the sends memberlist's goroutines still make
+	// then fail on closed sockets.
+	closed atomic.Bool
 
 	done     chan struct{}
 	dispatch sync.WaitGroup
@@ -241,7 +241,7 @@ func NewMembership(cfg MembershipConfig) (*Membership, error) {
 	// calls the old address dead, let the name move.
 	mc.DeadNodeReclaimTime = t.ProbeInterval
 	mc.SecretKey = cfg.SecretKey
-	mc.Logger = newMemberlistLogger(m.log, m.suspected, m.shutting.Load)
+	mc.Logger = newMemberlistLogger(m.log, m.suspected, m.closed.Load)
 	d := &mlDelegate{m: m, meta: metaBytes}
 	mc.Delegate, mc.Events, mc.Alive, mc.Ping, mc.Conflict = d, d, d, d, d
 
@@ -316,14 +316,9 @@ func (m *Membership) Leave(ctx context.Context) error {
 // Close stops memberlist (without leaving: peers will find this node dead)
 // and the event goroutine. Events not yet delivered are dropped.
 func (m *Membership) Close() error {
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
+	if !m.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	m.closed = true
-	m.mu.Unlock()
-	m.shutting.Store(true)
 	err := m.ml.Shutdown()
 	m.stopDispatch()
 	if err != nil {
@@ -332,11 +327,7 @@ func (m *Membership) Close() error {
 	return nil
 }
 
-func (m *Membership) isClosed() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.closed
-}
+func (m *Membership) isClosed() bool { return m.closed.Load() }
 
 func (m *Membership) stopDispatch() {
 	close(m.done)
