@@ -33,13 +33,12 @@ var guardEvery uint64 = 8
 // crashes now and then, dropping unsynced data, and is reopened from
 // what survived.
 type guardStore struct {
-	s    *Sim
-	ring *fence.KeyRing
-	fs   *vfs.MemFS
-	db   *pebble.DB
-	g    *fence.Guard
-	rng  *rand.Rand
-	ops  int
+	s   *Sim
+	fs  *vfs.MemFS
+	db  *pebble.DB
+	g   *fence.Guard
+	rng *rand.Rand
+	ops int
 	// Per resource, what was acknowledged: every receipt, the highest
 	// token and the value of the write under it.
 	acked   map[string][]string
@@ -53,7 +52,7 @@ var guardPrefix = []byte("\x00fence/")
 
 func newGuardStore(s *Sim) *guardStore {
 	gs := &guardStore{
-		s: s, ring: simRing, fs: vfs.NewCrashableMem(), rng: newRand(s.rng.Uint64()),
+		s: s, fs: vfs.NewCrashableMem(), rng: newRand(s.rng.Uint64()),
 		acked: map[string][]string{}, highest: map[string]fence.Token{}, value: map[string][]byte{}, checked: map[string]int{},
 	}
 	gs.open()
@@ -65,7 +64,7 @@ func (gs *guardStore) open() {
 	if err != nil {
 		panic(fmt.Sprintf("guarded store: open: %v", err))
 	}
-	g, err := fence.NewGuard(db, gs.ring, fence.GuardOptions{Prefix: guardPrefix, Domain: simDomain, OpIndexBytes: 4 << 10})
+	g, err := fence.NewGuard(db, simRing, fence.GuardOptions{Prefix: guardPrefix, Domain: simDomain, OpIndexBytes: 4 << 10})
 	if err != nil {
 		panic(fmt.Sprintf("guarded store: guard: %v", err))
 	}

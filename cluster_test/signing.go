@@ -37,7 +37,7 @@ var simSign = func(g home.GrantInfo) []byte {
 }
 
 // sign is the simulated homes' home.Config.Sign. A delegation signed a
-// second time is a re-sent Grant signed again (home.Machine.resign),
+// second time is a re-sent Grant signed again (home.Machine.sign),
 // counted as grant_resigned.
 func (s *Sim) sign(g home.GrantInfo) []byte {
 	if s.signedTokens[g.Token] {

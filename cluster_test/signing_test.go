@@ -8,7 +8,7 @@ import (
 
 // TestResignedGrantsExercised: the simulated homes sign their grants, and
 // lost Grants make them sign a delegation again for a re-sent Grant
-// (home.Machine.resign), whose sections' signed grants are checked (G5)
+// (home.Machine.sign), whose sections' signed grants are checked (G5)
 // and, in the guarded seeds, presented to the Guard.
 func TestResignedGrantsExercised(t *testing.T) {
 	batchGC(t)

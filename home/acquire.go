@@ -35,7 +35,7 @@ func (m *Machine) Acquire(now time.Time, env msg.Envelope, a msg.Acquire) {
 	if ke.deleg() != nil && m.req(ke) == a.Req && m.holder(ke).Same(env.From) {
 		// A retransmission: the same grant while it is live, never a second
 		// holder (a lost reply). It echoes the attempt it first answered (H6).
-		m.sendGrant(ke, m.resign(ke))
+		m.sendGrant(ke, m.sign(ke))
 		return
 	}
 	w := m.waiterFor(ke, env.From)
@@ -252,11 +252,12 @@ func (m *Machine) grant(now time.Time, key string, ke *entry, w *waiter) {
 		attempt: w.attempt,
 		expires: deadline.At(now.Add(lease + skew)),
 	}
-	var signed []byte
-	if m.cfg.Sign != nil {
-		signed = m.cfg.Sign(GrantInfo{Key: key, Holder: w.from, Req: w.req, Token: tok.Token(), Epoch: cur.e.Number, Lease: lease})
-	}
-	m.setDeleg(ke, d, lease, tok, w.req, ke.barrier(), signed != nil)
+	m.setDeleg(ke, d, lease, tok, w.req, ke.barrier())
+	// Signed from the entry as a re-sent Grant is; a signer that fails
+	// (nil) leaves the delegation unsigned, re-sent Grants included.
+	ke.set(signedGrant, m.cfg.Sign != nil)
+	signed := m.sign(ke)
+	ke.set(signedGrant, signed != nil)
 	ke.set(contended, len(ke.waiters()) > 0)
 	if x := ke.extra(); x != nil {
 		// Read only while no delegation is live (gc), and set when it ends.
@@ -283,13 +284,14 @@ func (m *Machine) sendGrant(ke *entry, signed []byte) {
 	})
 }
 
-// resign signs ke's live delegation again for a re-sent Grant, if its
-// first Grant was signed: a million idle delegations would otherwise keep
-// a signed grant each (about 290 bytes) for a retransmission that seldom
-// comes. The grant is what was first signed with the lease as last granted
-// or renewed, the one the re-sent Grant carries; a Guard's operation root
-// leaves the lease out, so both signings fence alike.
-func (m *Machine) resign(ke *entry) []byte {
+// sign returns the signed grant for ke's live delegation, built from what
+// the entry keeps (key, holder, request, token and its epoch, the lease as
+// last granted or renewed), or nil if it is not signed. The first Grant
+// and any re-sent one are signed here alike, so the home need not keep the
+// signed bytes: a million idle delegations would otherwise keep about 290
+// bytes each for a retransmission that seldom comes. A Guard's operation
+// root leaves the lease out, so a re-signing after a renewal fences alike.
+func (m *Machine) sign(ke *entry) []byte {
 	if !ke.is(signedGrant) || m.cfg.Sign == nil {
 		return nil
 	}

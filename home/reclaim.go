@@ -68,7 +68,7 @@ func (m *Machine) ReclaimAnswer(now time.Time, env msg.Envelope, a msg.ReclaimAn
 		m.setDeleg(ke, delegation{
 			holder:  m.peers.Ref(peer{env.From, env.FromInc}),
 			expires: deadline.At(now.Add(h.Remaining + skew)),
-		}, h.Remaining, dtoken.Of(h.Token), msg.RequestID{}, h.Barrier, false)
+		}, h.Remaining, dtoken.Of(h.Token), msg.RequestID{}, h.Barrier)
 		if x := ke.extra(); x != nil {
 			x.idleSince, x.waitedSince = time.Time{}, time.Time{}
 		}

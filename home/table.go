@@ -77,7 +77,7 @@ const (
 	oddLease
 	// signedGrant: the live delegation's Grant carried a signed grant
 	// (Config.Sign). The home keeps none of it: a re-sent Grant is signed
-	// again from what the entry keeps (Machine.resign).
+	// again from what the entry keeps (Machine.sign).
 	signedGrant
 )
 
@@ -357,7 +357,7 @@ func (m *Machine) free(now time.Time, ke *entry, released bool, barrier []byte) 
 	holder := m.holder(ke).ID
 	// No delegation, so no lease to keep: MaxLease is the one that costs
 	// the entry nothing (the lease is read only while one is live).
-	m.setDeleg(ke, delegation{}, m.cfg.MaxLease, dtoken.T{}, msg.RequestID{}, nil, false)
+	m.setDeleg(ke, delegation{}, m.cfg.MaxLease, dtoken.T{}, msg.RequestID{}, nil)
 	ke.setBytes(handOn, nil)
 	ke.edit().idleSince = now
 	m.live--
@@ -367,10 +367,10 @@ func (m *Machine) free(now time.Time, ke *entry, released bool, barrier []byte) 
 }
 
 // setDeleg replaces key's live delegation with d (no holder: none), of token
-// tok, which answered request req and was given with barrier given, and
-// with a signed grant if signed; the barrier to hand on stays. It is
-// neither recalled nor contended yet.
-func (m *Machine) setDeleg(ke *entry, d delegation, lease time.Duration, tok dtoken.T, req msg.RequestID, given []byte, signed bool) {
+// tok, which answered request req and was given with barrier given; the
+// barrier to hand on stays. It is neither recalled, contended nor signed
+// yet.
+func (m *Machine) setDeleg(ke *entry, d delegation, lease time.Duration, tok dtoken.T, req msg.RequestID, given []byte) {
 	old := ke.d.holder
 	ke.d = d
 	m.peers.Unref(old)
@@ -382,7 +382,6 @@ func (m *Machine) setDeleg(ke *entry, d delegation, lease time.Duration, tok dto
 		ke.counter = uint32(tok.Counter)
 	}
 	ke.flags = 0
-	ke.set(signedGrant, signed)
 	m.setReq(ke, req)
 	m.setLease(ke, lease)
 	ke.setBytes(ke.barrier(), given)

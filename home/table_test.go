@@ -137,7 +137,7 @@ func TestSignedNotKept(t *testing.T) {
 		infos = append(infos, g)
 		return []byte(fmt.Sprintf("signed %s %s %v %s %d %v", g.Key, g.Holder.ID, g.Req, g.Token, g.Epoch, g.Lease))
 	}
-	keys := homedKeys(t, m, 2)
+	keys := homedKeys(t, m, 3)
 	grants := func() []msg.Grant {
 		var gs []msg.Grant
 		for _, o := range m.Ready().Msgs {
@@ -179,6 +179,16 @@ func TestSignedNotKept(t *testing.T) {
 	want := "signed " + keys[1] + " n2 {3 2} e4.i1.c2 4 500ms"
 	if len(re) != 1 || re[0].Lease != 500*time.Millisecond || string(re[0].Signed) != want {
 		t.Fatalf("re-sent after a renewal: %+v, want lease 500ms signed %q", re, want)
+	}
+
+	// A signer that fails leaves the delegation unsigned: its first Grant
+	// and a re-sent one carry nothing, and nothing is signed again.
+	m.cfg.Sign = func(GrantInfo) []byte { infos = append(infos, GrantInfo{}); return nil }
+	failed := acquire(keys[2], 4, time.Second)
+	infos = infos[:0]
+	if again := acquire(keys[2], 4, time.Second); len(failed) != 1 || failed[0].Signed != nil || len(again) != 1 || again[0].Signed != nil ||
+		m.keys.Get(keys[2]).is(signedGrant) || len(infos) != 0 {
+		t.Fatalf("failed signer: grants %+v then %+v, signed again %d times; want none signed and no second try", failed, again, len(infos))
 	}
 
 	// Without Sign nothing is signed, first or again.
