@@ -23,6 +23,9 @@ import (
 // operation filter proves each new operation ID unused. "cold" turns both
 // off, so every write reads the resource state and looks up its operation ID
 // in Pebble, as a write to a resource not touched for a while does.
+// "handoff" is "hit" with a new grant for every write, as a key that changes
+// hands at every write (the harness's hot key) brings each replica's Guard:
+// every write verifies a MAC and fills a verified-grant slot.
 //
 // The variants run on Pebble's in-memory FS (where the Guard's CPU cost
 // shows), with and without Bloom filters on every level (a cold lookup of an
@@ -35,13 +38,13 @@ func BenchmarkGuardApply(b *testing.B) {
 		filters bool
 	}{{"mem", false, false}, {"mem-bloom", false, true}, {"disk-bloom", true, true}} {
 		b.Run(c.name, func(b *testing.B) {
-			for _, path := range []string{"hit", "cold"} {
+			for _, path := range []string{"hit", "cold", "handoff"} {
 				b.Run(path, func(b *testing.B) {
 					opts := GuardOptions{Prefix: []byte(testPrefix), Domain: "cluster-a"}
 					if path == "cold" {
 						opts.CacheResources, opts.OpIndexBytes = -1, -1
 					}
-					benchGuardApply(b, benchDB(b, c.disk, c.filters), benchDB(b, c.disk, c.filters), opts)
+					benchGuardApply(b, benchDB(b, c.disk, c.filters), benchDB(b, c.disk, c.filters), opts, path == "handoff")
 				})
 			}
 		})
@@ -67,13 +70,28 @@ func benchDB(b *testing.B, disk, filters bool) *pebble.DB {
 
 var benchPayload = []byte("invoice 2026-07-19 line 0042: 1299.00 EUR settled by worker-settlement-7; batch 91 of 120......")
 
-func benchGuardApply(b *testing.B, plainDB, guardDB *pebble.DB, opts GuardOptions) {
+// benchGrants is how many grants the handoff path signs ahead, cycled.
+const benchGrants = 1 << 14
+
+func benchGuardApply(b *testing.B, plainDB, guardDB *pebble.DB, opts GuardOptions, handoff bool) {
 	ring := newRing(b)
 	g, err := NewGuard(guardDB, ring, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
 	signed, _ := ring.Sign(baseGrant(res, "worker-settlement-7", tok(37, 2, 8842)))
+	// The handoff path's grants are signed ahead, benchGrants at a time
+	// under ever higher incarnations, outside the timed writes.
+	grants := make([][]byte, benchGrants)
+	signAhead := func(round uint64) {
+		for i := range grants {
+			s, err := ring.Sign(baseGrant(res, "worker-settlement-7", tok(37, 3+round, uint64(i+1))))
+			if err != nil {
+				b.Fatal(err)
+			}
+			grants[i] = s
+		}
+	}
 	ctx := context.Background()
 	key := []byte("biz/" + res)
 	m := Mutation{Signed: signed, Resource: res, Owner: "worker-settlement-7", Operation: "write", Payload: benchPayload}
@@ -83,6 +101,9 @@ func benchGuardApply(b *testing.B, plainDB, guardDB *pebble.DB, opts GuardOption
 	b.ReportAllocs()
 	for b.Loop() {
 		seg++
+		if handoff && (seg-1)%benchGrants == 0 {
+			signAhead((seg - 1) / benchGrants)
+		}
 		t0 := time.Now()
 		bt := plainDB.NewBatch()
 		if err := bt.Set(key, benchPayload, nil); err != nil {
@@ -94,6 +115,9 @@ func benchGuardApply(b *testing.B, plainDB, guardDB *pebble.DB, opts GuardOption
 		bt.Close()
 		t1 := time.Now()
 		m.Segment = seg
+		if handoff {
+			m.Signed, m.Segment = grants[(seg-1)%benchGrants], 1
+		}
 		m.OpID = fmt.Sprintf("op-%d", seg)
 		if _, err := g.Apply(ctx, m, stage); err != nil {
 			b.Fatal(err)
