@@ -54,6 +54,9 @@ type KeyRing struct {
 
 type ringKey struct {
 	id string
+	// prefix is what every MAC under this key starts with: the context
+	// string, the key ID's length and the key ID.
+	prefix []byte
 	// macs holds hmac.Hash values already keyed with this key's secret, so a
 	// verification does not redo the key schedule.
 	macs sync.Pool
@@ -98,7 +101,7 @@ func (r *KeyRing) Add(id string, secret []byte) error {
 		return fmt.Errorf("%w: %d active keys, retire one first", ErrKeyRingFull, len(r.keys))
 	}
 	s := bytes.Clone(secret)
-	k := &ringKey{id: id}
+	k := &ringKey{id: id, prefix: append(append([]byte(macContext), byte(len(id))), id...)}
 	k.macs.New = func() any { return hmac.New(sha256.New, s) }
 	r.keys = append(r.keys, k)
 	return nil
@@ -193,9 +196,7 @@ func (r *KeyRing) find(id string) *ringKey {
 func (k *ringKey) mac(digest *[32]byte, out *[32]byte) {
 	h := k.macs.Get().(hash.Hash)
 	h.Reset()
-	h.Write([]byte(macContext))
-	h.Write([]byte{byte(len(k.id))})
-	h.Write([]byte(k.id))
+	h.Write(k.prefix)
 	h.Write(digest[:])
 	h.Sum(out[:0])
 	k.macs.Put(h)
