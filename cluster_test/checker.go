@@ -36,8 +36,11 @@ const (
 
 // handOnBound is how soon after a section ends a waiter on its key must be
 // admitted once the cluster settled: a drain, a release, a grant and two
-// store hooks, with room for one lost message's resend.
-const handOnBound = 8 * simRetry
+// store hooks (the holder's barrier hook before its Release, the next
+// holder's wait-fresh hook before it admits), with room for one lost
+// message's resend. Hooks take up to 2ms unless SimConfig.SlowHooks says
+// otherwise.
+func (c *checker) handOnBound() time.Duration { return 8*simRetry + 2*c.s.cfg.SlowHooks }
 
 // ghost is the critical section of a crashed holder: its lease must still
 // be waited out by everyone else until the node starts again (whose
@@ -253,11 +256,11 @@ func (c *checker) ended(cs *critical) {
 	if !waiting {
 		return
 	}
-	end := c.s.now
-	c.s.at(end.Add(handOnBound), &event{kind: evFault, run: func() {
+	end, bound := c.s.now, c.handOnBound()
+	c.s.at(end.Add(bound), &event{kind: evFault, run: func() {
 		if !c.lastAdmit[cs.key].After(end) {
 			c.fail(invHandOn, "%s's section on %s under %s ended at %v with others waiting; nobody admitted %v later",
-				cs.node.id, cs.key, cs.token, end.Sub(simBase), handOnBound)
+				cs.node.id, cs.key, cs.token, end.Sub(simBase), bound)
 		}
 	}})
 }
