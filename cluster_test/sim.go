@@ -49,6 +49,10 @@ const (
 	MinSimNodes    = 3
 	MaxSimNodes    = 9
 	MinSimDuration = 20 * time.Second
+	// MaxSlowHooks bounds SimConfig.SlowHooks for random schedules: a hook
+	// twice the lease still leaves a run's healed phase time for every
+	// contender's handoffs (I5).
+	MaxSlowHooks = 2 * time.Second
 )
 
 // SimGCPercent is the GOGC a batch of seeds runs best at: a seed's live
@@ -100,10 +104,11 @@ type Result struct {
 	HealedAfter time.Duration
 	Epochs      uint64
 	EpochBudget int
-	// Nodes and Duration are the run's cluster size and length, for the
-	// replay command.
-	Nodes    int
-	Duration time.Duration
+	// Nodes, Duration and SlowHooks are the run's cluster size, length and
+	// store hooks' time, for the replay command.
+	Nodes     int
+	Duration  time.Duration
+	SlowHooks time.Duration
 }
 
 // Failed reports whether the run found a violation.
@@ -127,6 +132,9 @@ func (r Result) Report() string {
 	}
 	if r.Duration != 0 && r.Duration != def.Duration {
 		flags += fmt.Sprintf(" --duration %v", r.Duration)
+	}
+	if r.SlowHooks != 0 {
+		flags += fmt.Sprintf(" --slow-hooks %v", r.SlowHooks)
 	}
 	fmt.Fprintf(&b, "replay: go run ./cmd/homelock sim --seed %d%s --trace\n", r.Seed, flags)
 	if flags == "" {

@@ -150,7 +150,8 @@ func TestSimSlowHooks(t *testing.T) {
 }
 
 // TestSimReportReplaysConfig: a failing run's replay command carries the
-// cluster size and duration when they are not the seed's defaults.
+// cluster size, duration and hooks' time when they are not the seed's
+// defaults.
 func TestSimReportReplaysConfig(t *testing.T) {
 	seed := uint64(5)
 	def := DefaultSimConfig(seed)
@@ -158,6 +159,10 @@ func TestSimReportReplaysConfig(t *testing.T) {
 	want := fmt.Sprintf("sim --seed 5 --nodes %d --duration 1m0s --trace", def.Nodes+1)
 	if rep := r.Report(); !strings.Contains(rep, want) || strings.Contains(rep, "go test") {
 		t.Fatalf("report does not replay the configuration (want %q):\n%s", want, rep)
+	}
+	r = Result{Seed: seed, Nodes: def.Nodes, Duration: def.Duration, SlowHooks: 1200 * time.Millisecond}
+	if rep := r.Report(); !strings.Contains(rep, "sim --seed 5 --slow-hooks 1.2s --trace") || strings.Contains(rep, "go test") {
+		t.Fatalf("slow hooks' replay:\n%s", rep)
 	}
 	r = Result{Seed: seed, Nodes: def.Nodes, Duration: def.Duration}
 	if rep := r.Report(); !strings.Contains(rep, "sim --seed 5 --trace") || !strings.Contains(rep, "-sim.seed=5") {

@@ -432,6 +432,7 @@ func (s *Sim) result() Result {
 		EpochBudget: s.heal.budget,
 		Nodes:       s.cfg.Nodes,
 		Duration:    s.cfg.Duration,
+		SlowHooks:   s.cfg.SlowHooks,
 	}
 	if !s.heal.at.IsZero() {
 		r.HealedAfter = s.heal.at.Sub(s.heal.from)

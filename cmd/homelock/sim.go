@@ -41,6 +41,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 0, "run only this seed (a replay)")
 	nodes := fs.Int("nodes", 0, fmt.Sprintf("initial nodes, %d to %d (default: varies by seed)", clustertest.MinSimNodes, clustertest.MaxSimNodes))
 	duration := fs.Duration("duration", clustertest.MinSimDuration, fmt.Sprintf("simulated time per seed, at least %v (faults in its first 55%%)", clustertest.MinSimDuration))
+	slowHooks := fs.Duration("slow-hooks", 0, fmt.Sprintf("every store hook takes this long, up to %v (default: up to 2ms); longer than the 1s lease, each handoff waits for two", clustertest.MaxSlowHooks))
 	trace := fs.Bool("trace", false, "print every event of the run (with --seed)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "seeds run in parallel")
@@ -60,12 +61,16 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "homelock sim: --duration must be at least %v, got %v\n", clustertest.MinSimDuration, *duration)
 		return 2
 	}
+	if *slowHooks < 0 || *slowHooks > clustertest.MaxSlowHooks {
+		fmt.Fprintf(stderr, "homelock sim: --slow-hooks must be 0 to %v, got %v\n", clustertest.MaxSlowHooks, *slowHooks)
+		return 2
+	}
 	config := func(s uint64) clustertest.SimConfig {
 		c := clustertest.DefaultSimConfig(s)
 		if *nodes != 0 {
 			c.Nodes = *nodes
 		}
-		c.Duration = *duration
+		c.Duration, c.SlowHooks = *duration, *slowHooks
 		return c
 	}
 	if *seed != 0 {

@@ -41,3 +41,15 @@ func TestSimStoppedBySignal(t *testing.T) {
 	require.Zero(t, rep.Violations)
 	require.Contains(t, stderr.String(), "finishing the seeds that run")
 }
+
+// --slow-hooks runs random schedules with slow store hooks, within its
+// bound; a failing seed's replay names it (cluster_test's
+// TestSimReportReplaysConfig).
+func TestSimSlowHooksFlag(t *testing.T) {
+	var stdout, stderr lockedBuffer
+	require.Equal(t, 0, runSim([]string{"--seed", "28", "--slow-hooks", "1.2s"}, &stdout, &stderr), "%s%s", stdout.String(), stderr.String())
+	require.Contains(t, stdout.String(), "seed 28: no violation")
+	var out, errOut lockedBuffer
+	require.Equal(t, 2, runSim([]string{"--seeds", "1", "--slow-hooks", "3s"}, &out, &errOut))
+	require.Contains(t, errOut.String(), "--slow-hooks must be 0 to 2s, got 3s")
+}
