@@ -38,9 +38,11 @@ const (
 // admitted once the cluster settled: a drain, a release, a grant and two
 // store hooks (the holder's barrier hook before its Release, the next
 // holder's wait-fresh hook before it admits), with room for one lost
-// message's resend. Hooks take up to 2ms unless SimConfig.SlowHooks says
-// otherwise.
-func (c *checker) handOnBound() time.Duration { return 8*simRetry + 2*c.s.cfg.SlowHooks }
+// message's resend, and for one more wait-fresh hook: a waiter whose
+// deadline passes while its hook runs gives the key back unused, and the
+// next one waits for its own. Hooks take up to 2ms unless
+// SimConfig.SlowHooks says otherwise.
+func (c *checker) handOnBound() time.Duration { return 8*simRetry + 3*c.s.cfg.SlowHooks }
 
 // ghost is the critical section of a crashed holder: its lease must still
 // be waited out by everyone else until the node starts again (whose
@@ -128,7 +130,7 @@ func (c *checker) settled() time.Time {
 }
 
 func (c *checker) lockStarted(cs *critical, deadline time.Time) {
-	if cs.started.After(c.settled()) && !cs.long {
+	if cs.started.After(c.settled()) && !cs.long && cs.started.Before(simBase.Add(c.s.cfg.Duration-c.s.queueWait())) {
 		c.bump(c.asked, cs.key, cs.node.id)
 	}
 	gen := cs.node.gen

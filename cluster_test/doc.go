@@ -29,7 +29,7 @@
 //     without a lease of its own is never revoked (the workload runs some
 //     of 1 to 1.6 leases on their own key, while others wait); a section
 //     that ends with other nodes' lockers waiting is followed by an
-//     admission within 8 retry intervals and two store hooks (hooks take
+//     admission within 8 retry intervals and three store hooks (hooks take
 //     up to 2ms, or SimConfig.SlowHooks); a crashed holder's section is
 //     waited out by every other node until it starts again;
 //   - L7 once healed, a holder asks to renew a delegation in use at half

@@ -230,7 +230,7 @@ func (s *Sim) lockOnce(n *simNode, key string) {
 	if n == nil || n.core == nil || n.paused || n.gone || !s.now.Before(s.healedAt) {
 		return
 	}
-	s.startLock(n, &critical{key: key, oneShot: true}, simWait)
+	s.startLock(n, &critical{key: key, oneShot: true}, simWait+s.queueWait())
 }
 
 // harshFault is one of randomFault's draws: k in [0, harshKinds).

@@ -84,7 +84,7 @@ func (s *Sim) lockStart(n *simNode, e *event) {
 	if s.rng.IntN(3) == 0 {
 		lease = 200*time.Millisecond + time.Duration(s.rng.Int64N(int64(800*time.Millisecond)))
 	}
-	wait := simWait
+	wait := simWait + s.queueWait()
 	// Now and then a long section, under faults and once healed: it keeps
 	// its lock by renewal while others wait (held while alive). Its
 	// waiters' deadlines cover a few of them.
@@ -93,6 +93,16 @@ func (s *Sim) lockStart(n *simNode, e *event) {
 	}
 	cs.lease = lease
 	s.startLock(n, cs, wait)
+}
+
+// queueWait is how long a lock may queue behind every node's lockers when
+// the store hooks are slow (SimConfig.SlowHooks): two hooks a handoff. The
+// workload's lockers wait that much longer than simWait, so that a lock
+// queued behind slow handoffs does not time out (which I5 would take for no
+// progress), and I5 requires progress only of locks started that long
+// before the end. It is 0 with the default hooks.
+func (s *Sim) queueWait() time.Duration {
+	return time.Duration(len(s.nodes)*s.cfg.Lockers) * 2 * s.cfg.SlowHooks
 }
 
 // startLock makes cs one of n's lockers and has n lock cs.key for it, with

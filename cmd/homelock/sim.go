@@ -41,7 +41,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 0, "run only this seed (a replay)")
 	nodes := fs.Int("nodes", 0, fmt.Sprintf("initial nodes, %d to %d (default: varies by seed)", clustertest.MinSimNodes, clustertest.MaxSimNodes))
 	duration := fs.Duration("duration", clustertest.MinSimDuration, fmt.Sprintf("simulated time per seed, at least %v (faults in its first 55%%)", clustertest.MinSimDuration))
-	slowHooks := fs.Duration("slow-hooks", 0, fmt.Sprintf("every store hook takes this long, up to %v (default: up to 2ms); longer than the 1s lease, each handoff waits for two", clustertest.MaxSlowHooks))
+	slowHooks := fs.Duration("slow-hooks", 0, fmt.Sprintf("every store hook takes this long, up to %v (default: up to 2ms); each handoff waits for two, so lengthen --duration with it", clustertest.MaxSlowHooks))
 	trace := fs.Bool("trace", false, "print every event of the run (with --seed)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "seeds run in parallel")
