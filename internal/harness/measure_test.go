@@ -1,9 +1,13 @@
 package harness
 
 import (
+	"context"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/homelock/homelock/fence"
 )
@@ -66,4 +70,28 @@ func TestRestoreProcs(t *testing.T) {
 	if got := runtime.GOMAXPROCS(0); got != before {
 		t.Fatalf("GOMAXPROCS %d after restoring, was %d", got, before)
 	}
+}
+
+// idleCPU reports the process's CPU per second of its window: a goroutine
+// spinning through the whole window shows as most of a core, and a window
+// with nothing running as a small fraction of one.
+func TestIdleCPU(t *testing.T) {
+	e := &env{o: Options{Duration: 300 * time.Millisecond}, r: newReport()}
+	require.NoError(t, idleCPU(context.Background(), e))
+	var stop atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for !stop.Load() { // spin: one core busy for the window
+		}
+	}()
+	err := idleCPU(context.Background(), e)
+	stop.Store(true)
+	<-done
+	require.NoError(t, err)
+	got := e.r.runs["idle_cpu_ms_per_s"]
+	require.Len(t, got, 2)
+	require.Less(t, got[0], 300.0, "an idle window")
+	require.Greater(t, got[1], 500.0, "a window with one core spinning")
+	require.Less(t, got[1], 2100.0, "a window with one core spinning")
 }

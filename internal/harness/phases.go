@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // phaseList is every phase of a run, in the report's order (Run orders them
@@ -100,6 +101,13 @@ func phaseList(o Options) []phase {
 				{key: "guard_added_us_p50", name: "Guard added per write p50", unit: "µs", target: atMost(5)},
 			},
 			run: guardPhase,
+		},
+		{
+			name: "homelock idle", stage: onCluster,
+			measures: []measure{
+				{key: "idle_cpu_ms_per_s", name: fmt.Sprintf("homelock idle, CPU of %d nodes", o.Nodes), unit: "ms/s"},
+			},
+			run: idleCPU,
 		},
 		{
 			name: "store writes with homelock idle", stage: onCluster,
@@ -200,6 +208,27 @@ func storePhase(key, dir string, warm bool) func(context.Context, *env) error {
 		}
 		return err
 	}
+}
+
+// idleCPU records the CPU the idle cluster uses (gossip, liveness rounds,
+// timers), the process's own over a short window with nothing else
+// running: what homelock idle can take from a store, which the feature-off
+// ratio's two throughputs, taken at different times on a shared machine,
+// show only through their noise.
+func idleCPU(ctx context.Context, e *env) error {
+	c0, ok := processCPU()
+	if !ok {
+		return nil
+	}
+	t0 := time.Now()
+	select {
+	case <-time.After(e.o.short()):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	c1, _ := processCPU()
+	e.r.record("idle_cpu_ms_per_s", float64(c1-c0)/float64(time.Millisecond)/time.Since(t0).Seconds())
+	return nil
 }
 
 // featureOff is each idle sample against the median of every sample without
