@@ -34,8 +34,13 @@ func (m *Machine) Acquire(now time.Time, env msg.Envelope, a msg.Acquire) {
 	ke := m.entry(a.Key)
 	if ke.deleg() != nil && m.req(ke) == a.Req && m.holder(ke).Same(env.From) {
 		// A retransmission: the same grant while it is live, never a second
-		// holder (a lost reply). It echoes the attempt it first answered (H6).
-		m.sendGrant(ke, m.sign(ke))
+		// holder (a lost reply). It echoes the attempt it first answered (H6),
+		// signed again if the first was: the home keeps no signed bytes.
+		var signed []byte
+		if ke.is(signedGrant) {
+			signed = m.sign(ke)
+		}
+		m.sendGrant(ke, signed)
 		return
 	}
 	w := m.waiterFor(ke, env.From)
@@ -253,9 +258,8 @@ func (m *Machine) grant(now time.Time, key string, ke *entry, w *waiter) {
 		expires: deadline.At(now.Add(lease + skew)),
 	}
 	m.setDeleg(ke, d, lease, tok, w.req, ke.barrier())
-	// Signed from the entry as a re-sent Grant is; a signer that fails
-	// (nil) leaves the delegation unsigned, re-sent Grants included.
-	ke.set(signedGrant, m.cfg.Sign != nil)
+	// A signer that fails (nil) leaves the delegation unsigned, re-sent
+	// Grants included.
 	signed := m.sign(ke)
 	ke.set(signedGrant, signed != nil)
 	ke.set(contended, len(ke.waiters()) > 0)
@@ -286,13 +290,13 @@ func (m *Machine) sendGrant(ke *entry, signed []byte) {
 
 // sign returns the signed grant for ke's live delegation, built from what
 // the entry keeps (key, holder, request, token and its epoch, the lease as
-// last granted or renewed), or nil if it is not signed. The first Grant
-// and any re-sent one are signed here alike, so the home need not keep the
+// last granted or renewed), or nil without a signer. The first Grant and
+// any re-sent one are signed here alike, so the home need not keep the
 // signed bytes: a million idle delegations would otherwise keep about 290
 // bytes each for a retransmission that seldom comes. A Guard's operation
 // root leaves the lease out, so a re-signing after a renewal fences alike.
 func (m *Machine) sign(ke *entry) []byte {
-	if !ke.is(signedGrant) || m.cfg.Sign == nil {
+	if m.cfg.Sign == nil {
 		return nil
 	}
 	tok := m.dtok(ke).Token()
