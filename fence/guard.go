@@ -168,6 +168,7 @@ func NewGuard(db *pebble.DB, keys *KeyRing, opts GuardOptions) (*Guard, error) {
 		maxShadow:  cmp.Or(opts.MaxShadowLog, DefaultMaxQuarantine),
 		seed:       maphash.MakeSeed(),
 	}
+	g.verified.seed = g.seed
 	perStripe := 0
 	if c := cmp.Or(opts.CacheResources, DefaultCacheResources); c > 0 {
 		perStripe = max(1, c/lockStripes)

@@ -20,7 +20,7 @@ import (
 // Slots are made on first use, so a Guard that sees few grants keeps few.
 type verifiedCache struct {
 	mu    sync.Mutex
-	seed  maphash.Seed
+	seed  maphash.Seed    // the Guard's
 	slots []*verifiedSlot // nil until the first grant; verifiedCacheSize long
 }
 
@@ -65,7 +65,6 @@ func (c *verifiedCache) verify(r *KeyRing, signed []byte) (Grant, [32]byte, erro
 // index is the slot for signed bytes; c.mu is held.
 func (c *verifiedCache) index(signed []byte) uint64 {
 	if c.slots == nil {
-		c.seed = maphash.MakeSeed()
 		c.slots = make([]*verifiedSlot, verifiedCacheSize)
 	}
 	return maphash.Bytes(c.seed, signed) & (verifiedCacheSize - 1)
