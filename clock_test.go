@@ -3,6 +3,8 @@ package homelock
 import (
 	"testing"
 	"time"
+
+	"github.com/homelock/homelock/internal/deadline"
 )
 
 // TestBootNanos: bootNanos is t.Sub(bootEpoch), by UnixNano's difference
@@ -21,3 +23,34 @@ func TestBootNanos(t *testing.T) {
 		}
 	}
 }
+
+// TestNowInstant: the repeat path's clock reading, taken without a
+// time.Time from the BootClock, is the Instant of Now's reading, for the
+// BootClock and for a Clock of the user's.
+func TestNowInstant(t *testing.T) {
+	fixed := bootEpoch.Add(26*365*24*time.Hour + 987654321)
+	for _, c := range []struct {
+		name  string
+		clock Clock
+	}{
+		{"boot clock", NewBootClock()},
+		{"fixed clock", fixedClock{fixed}},
+	} {
+		n := &Node{clock: c.clock}
+		n.boot, _ = c.clock.(*BootClock)
+		before := deadline.At(c.clock.Now())
+		got := n.nowInstant()
+		after := deadline.At(c.clock.Now())
+		if got < before || got > after {
+			t.Errorf("%s: nowInstant %d, not between Now's readings %d and %d", c.name, got, before, after)
+		}
+		if after-before > deadline.Instant(time.Second) {
+			t.Errorf("%s: Now's readings %v apart", c.name, time.Duration(after-before))
+		}
+	}
+}
+
+type fixedClock struct{ t time.Time }
+
+func (c fixedClock) Now() time.Time  { return c.t }
+func (c fixedClock) Wall() time.Time { return c.t }

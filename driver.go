@@ -7,6 +7,7 @@ import (
 
 	"github.com/homelock/homelock/delegation"
 	"github.com/homelock/homelock/internal/core"
+	"github.com/homelock/homelock/internal/deadline"
 	"github.com/homelock/homelock/localstore"
 	"github.com/homelock/homelock/msg"
 	"github.com/homelock/homelock/transport"
@@ -210,13 +211,19 @@ func (n *Node) deliver(now time.Time, e delegation.Event) {
 // admitted makes the Handle for an Admitted event of a key of s, on a
 // section of a new generation (s's lock held).
 func (n *Node) admitted(s *lockShard, e *delegation.Event) Handle {
+	a := delegation.Admission{Slot: e.Slot, Token: e.Token, Expires: deadline.At(e.Expires), Signed: e.Signed}
+	return n.admittedAt(s, e.Key, e.Locker, &a)
+}
+
+// admittedAt is admitted for the repeat path's Admission.
+func (n *Node) admittedAt(s *lockShard, key string, locker uint64, a *delegation.Admission) Handle {
 	sec := s.take(n)
-	sec.locker, sec.slot = e.Locker, e.Slot
-	sec.expires.Store(bootNanos(e.Expires))
+	sec.locker, sec.slot = locker, a.Slot
+	sec.expires.Store(a.Expires.UnixNano() - bootEpochNanos)
 	gen := sec.word.Load()>>stateBits + 1
 	sec.word.Store(packWord(gen, stateHeld))
-	s.setSection(e.Slot, sec)
-	return Handle{s: sec, gen: gen, key: e.Key, token: e.Token, signed: e.Signed, scope: ScopeCluster}
+	s.setSection(a.Slot, sec)
+	return Handle{s: sec, gen: gen, key: key, token: a.Token, signed: a.Signed, scope: ScopeCluster}
 }
 
 // failure maps a Failed event to the exported error it stands for.

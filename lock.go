@@ -150,12 +150,12 @@ func (n *Node) lock(ctx context.Context, key string, o lockOptions, try bool) (H
 		s.mu.Unlock()
 		return Handle{}, err
 	}
-	var ev delegation.Event
-	if now := n.clock.Now(); n.core.TryAdmitIn(s.index, now, key, s.lockerID(), o.lease, &ev) {
-		h := n.admitted(s, &ev)
+	var a delegation.Admission
+	if now, locker := n.nowInstant(), s.lockerID(); n.core.TryAdmitAt(s.index, now, key, locker, o.lease, &a) {
+		h := n.admittedAt(s, key, locker, &a)
 		// Only the key's shard's wake-ups can have moved.
 		n.lowerArmed(n.core.Holder().NextDeadlineIn(s.index))
-		yield := s.yieldDue(now)
+		yield := s.yieldDue(now.UnixNano() - bootEpochNanos)
 		s.mu.Unlock()
 		if yield {
 			runtime.Gosched()

@@ -28,6 +28,9 @@ type Node struct {
 	cfg   Config
 	log   *slog.Logger
 	clock Clock
+	// boot is clock when it is the default BootClock, which the repeat
+	// path reads without building a time.Time.
+	boot  *BootClock
 	ring  *fence.KeyRing
 	store *localstore.Store
 	tr    transport.Transport
@@ -122,6 +125,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	if n.clock == nil {
 		n.clock = NewBootClock()
 	}
+	n.boot, _ = n.clock.(*BootClock)
 	if cfg.KeyRingFile != "" {
 		r, err := fence.LoadKeyRing(cfg.KeyRingFile)
 		if err != nil {

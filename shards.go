@@ -200,10 +200,9 @@ func armedAt(t time.Time) int64 { return max(bootNanos(t), 1) }
 // most (docs/design.md, "Yielding on a busy repeat path").
 const yieldEvery = time.Millisecond
 
-// yieldDue reports whether the repeat lock that read now should yield
-// after letting go of the shard (s.mu held).
-func (s *lockShard) yieldDue(now time.Time) bool {
-	t := bootNanos(now)
+// yieldDue reports whether the repeat lock that read t (bootNanos) should
+// yield after letting go of the shard (s.mu held).
+func (s *lockShard) yieldDue(t int64) bool {
 	if t-s.yielded < int64(yieldEvery) {
 		return false
 	}

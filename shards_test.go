@@ -129,7 +129,7 @@ func TestYieldDue(t *testing.T) {
 		{5 * yieldEvery, true},
 		{5 * yieldEvery, false},
 	} {
-		if got := s.yieldDue(t0.Add(c.after)); got != c.want {
+		if got := s.yieldDue(bootNanos(t0.Add(c.after))); got != c.want {
 			t.Errorf("at +%v: yieldDue %v, want %v", c.after, got, c.want)
 		}
 	}

@@ -29,12 +29,12 @@ func (m *Machine) service(now time.Time, key string, ks *keyState) {
 			m.drain(now, key, ks)
 			break
 		}
-		if q := ks.queue(); ks.active == 0 && len(q) > 0 && m.canAdmit(now, ks) {
+		if q := ks.queue(); ks.active == 0 && len(q) > 0 && m.canAdmit(deadline.At(now), ks) {
 			w := q[0]
 			m.setQueue(ks, q[1:])
-			var ev Event
-			m.admit(now, key, m.shardOf(key), ks, w.locker, w.lease, &ev)
-			m.event(ev)
+			var a Admission
+			m.admit(deadline.At(now), m.shardOf(key), ks, w.locker, w.lease, &a)
+			m.event(a.event(key, w.locker))
 		}
 		if m.needsRenew(now, ks) && !now.Before(ks.more().renewAt) {
 			m.sendRenew(now, key, ks)

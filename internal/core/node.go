@@ -7,6 +7,7 @@ import (
 	"github.com/homelock/homelock/epoch"
 	"github.com/homelock/homelock/fence"
 	"github.com/homelock/homelock/home"
+	"github.com/homelock/homelock/internal/deadline"
 	"github.com/homelock/homelock/internal/outbuf"
 	"github.com/homelock/homelock/msg"
 )
@@ -261,11 +262,11 @@ func (n *Node) ClockJump(now time.Time) Ready {
 	return n.flush(now)
 }
 
-// TryAdmitIn is the zero-message fast path (delegation.Machine.TryAdmitIn)
+// TryAdmitAt is the zero-message fast path (delegation.Machine.TryAdmitAt)
 // for key, whose holder shard is shard: the driver holds only that shard's
 // lock around it.
-func (n *Node) TryAdmitIn(shard int, now time.Time, key string, locker uint64, lease time.Duration, ev *delegation.Event) bool {
-	return n.holder.TryAdmitIn(shard, now, key, locker, lease, ev)
+func (n *Node) TryAdmitAt(shard int, now deadline.Instant, key string, locker uint64, lease time.Duration, a *delegation.Admission) bool {
+	return n.holder.TryAdmitAt(shard, now, key, locker, lease, a)
 }
 
 // Lock queues locker for key; an event answers it.

@@ -49,6 +49,15 @@ func At(t time.Time) Instant {
 	return Instant(uint64(t.UnixNano()) + fromUnix)
 }
 
+// FromUnixNano is the Instant ns nanoseconds after the Unix epoch, as
+// At(time.Unix(0, ns)) without building the time.Time: the lock fast path
+// reads its clock this way.
+func FromUnixNano(ns int64) Instant { return Instant(uint64(ns) + fromUnix) }
+
+// UnixNano is i as nanoseconds since the Unix epoch (At's inverse for a
+// non-zero Instant).
+func (i Instant) UnixNano() int64 { return int64(uint64(i) - fromUnix) }
+
 // Time converts i back; the zero Instant becomes the zero time.Time.
 func (i Instant) Time() time.Time {
 	if i == 0 {
