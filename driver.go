@@ -340,7 +340,7 @@ func (n *Node) runHookNow(r hookRun) {
 
 // rearm wakes the timer goroutine if the machines now want a tick before the
 // one it sleeps towards (all locks held).
-func (n *Node) rearm() { n.lowerArmed(n.core.NextDeadline()) }
+func (n *Node) rearm() { n.lowerArmed(deadline.At(n.core.NextDeadline())) }
 
 // run is the timer goroutine: it sleeps until the machines' next deadline
 // (or maxSleep) and ticks them.

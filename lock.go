@@ -154,7 +154,7 @@ func (n *Node) lock(ctx context.Context, key string, o lockOptions, try bool) (H
 	if now, locker := n.nowInstant(), s.lockerID(); n.core.TryAdmitAt(s.index, now, key, locker, o.lease, &a) {
 		h := n.admittedAt(s, key, locker, &a)
 		// Only the key's shard's wake-ups can have moved.
-		n.lowerArmed(n.core.Holder().NextDeadlineIn(s.index))
+		n.lowerArmed(n.core.Holder().NextDeadlineAt(s.index))
 		yield := s.yieldDue(now.UnixNano() - bootEpochNanos)
 		s.mu.Unlock()
 		if yield {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/homelock/homelock/delegation"
+	"github.com/homelock/homelock/internal/deadline"
 )
 
 // lockShard is one of the holder's shards (delegation.Config.Shards) as the
@@ -160,11 +161,11 @@ const maxDrainRounds = 4
 // later tick, from the repeat path (only its shard's lock held): the armed
 // time is lowered atomically, and the goroutine kicked only by the caller
 // that lowered it.
-func (n *Node) lowerArmed(d time.Time) {
+func (n *Node) lowerArmed(d deadline.Instant) {
 	if d.IsZero() {
 		return
 	}
-	at := armedAt(d)
+	at := max(d.UnixNano()-bootEpochNanos, 1) // armedAt, without a time.Time
 	for {
 		cur := n.armed.Load()
 		if cur != 0 && at >= cur {

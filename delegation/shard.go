@@ -2,7 +2,6 @@ package delegation
 
 import (
 	"slices"
-	"time"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/homelock/homelock/internal/deadline"
@@ -63,10 +62,10 @@ func (m *Machine) sortedKeys() []string {
 	return keys
 }
 
-// NextDeadlineIn is when Tick next has work in shard i (ShardOf); zero when
+// NextDeadlineAt is when Tick next has work in shard i (ShardOf); zero when
 // none. The fast path adds a wake-up only in its key's shard, so a driver
 // compares this alone with the tick it sleeps towards.
-func (m *Machine) NextDeadlineIn(i int) time.Time { return m.shards[i].timers.Next().Time() }
+func (m *Machine) NextDeadlineAt(i int) deadline.Instant { return m.shards[i].timers.Next() }
 
 // nextDue is the shard whose next wake-up is earliest and not after now
 // (the lowest-numbered on a tie, so that a run replays), or nil.
