@@ -1,6 +1,7 @@
 package homelock
 
 import (
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -67,6 +68,18 @@ func bootNanos(t time.Time) int64 {
 		return t.UnixNano() - bootEpochNanos
 	}
 	return int64(t.Sub(bootEpoch))
+}
+
+// instantBootNanos is bootNanos for an Instant, as the repeat path keeps
+// its times: nanoseconds since bootEpoch, saturating far in the past (a
+// Clock of the user's may count from year 1; the subtraction would wrap
+// round to a lease end far in the future).
+func instantBootNanos(i deadline.Instant) int64 {
+	ns := i.UnixNano()
+	if ns < math.MinInt64+bootEpochNanos {
+		return math.MinInt64
+	}
+	return ns - bootEpochNanos
 }
 
 // NewBootClock returns a BootClock.

@@ -1,6 +1,7 @@
 package homelock
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -20,6 +21,27 @@ func TestBootNanos(t *testing.T) {
 	} {
 		if got, want := bootNanos(tm), int64(tm.Sub(bootEpoch)); got != want {
 			t.Errorf("bootNanos(%v) = %d, want %d", tm, got, want)
+		}
+	}
+}
+
+// TestInstantBootNanos: the repeat path's conversion of an Instant agrees
+// with bootNanos over the Instants' exact range, and saturates, not wraps,
+// before it (an overflow would read a lease end from year 1 as centuries
+// ahead).
+func TestInstantBootNanos(t *testing.T) {
+	for _, tm := range []time.Time{
+		time.Date(1679, 1, 1, 0, 0, 0, 0, time.UTC), time.Unix(bootNanosFirstSec, 0),
+		time.Unix(0, 0), bootEpoch, bootEpoch.Add(-time.Nanosecond),
+		bootEpoch.Add(27*365*24*time.Hour + 123456789), time.Date(2261, 1, 1, 0, 0, 0, 0, time.UTC),
+	} {
+		if got, want := instantBootNanos(deadline.At(tm)), bootNanos(tm); got != want {
+			t.Errorf("instantBootNanos(%v) = %d, want %d", tm, got, want)
+		}
+	}
+	for _, tm := range []time.Time{{}, time.Time{}.Add(time.Hour), time.Date(1500, 1, 1, 0, 0, 0, 0, time.UTC)} {
+		if got := instantBootNanos(deadline.At(tm)); got != math.MinInt64 {
+			t.Errorf("instantBootNanos(%v) = %d, want the far past", tm, got)
 		}
 	}
 }

@@ -219,7 +219,7 @@ func (n *Node) admitted(s *lockShard, e *delegation.Event) Handle {
 func (n *Node) admittedAt(s *lockShard, key string, locker uint64, a *delegation.Admission) Handle {
 	sec := s.take(n)
 	sec.locker, sec.slot = locker, a.Slot
-	sec.expires.Store(a.Expires.UnixNano() - bootEpochNanos)
+	sec.expires.Store(instantBootNanos(a.Expires))
 	gen := sec.word.Load()>>stateBits + 1
 	sec.word.Store(packWord(gen, stateHeld))
 	s.setSection(a.Slot, sec)

@@ -155,7 +155,7 @@ func (n *Node) lock(ctx context.Context, key string, o lockOptions, try bool) (H
 		h := n.admittedAt(s, key, locker, &a)
 		// Only the key's shard's wake-ups can have moved.
 		n.lowerArmed(n.core.Holder().NextDeadlineAt(s.index))
-		yield := s.yieldDue(now.UnixNano() - bootEpochNanos)
+		yield := s.yieldDue(instantBootNanos(now))
 		s.mu.Unlock()
 		if yield {
 			runtime.Gosched()

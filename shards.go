@@ -165,7 +165,7 @@ func (n *Node) lowerArmed(d deadline.Instant) {
 	if d.IsZero() {
 		return
 	}
-	at := max(d.UnixNano()-bootEpochNanos, 1) // armedAt, without a time.Time
+	at := max(instantBootNanos(d), 1) // armedAt, without a time.Time
 	for {
 		cur := n.armed.Load()
 		if cur != 0 && at >= cur {
