@@ -126,6 +126,9 @@ func TestInstant(t *testing.T) {
 		if !At(tm.Add(-1)).Before(i) || !At(tm.Add(1)).After(i) {
 			t.Errorf("%v: order not kept", tm)
 		}
+		if FromUnixNano(tm.UnixNano()) != i || i.UnixNano() != tm.UnixNano() {
+			t.Errorf("%v: FromUnixNano/UnixNano disagree with At: %d, %d", tm, FromUnixNano(tm.UnixNano()), i.UnixNano())
+		}
 	}
 	far := At(time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC))
 	if far != maxInstant || At(time.Unix(1, 0)).Add(math.MaxInt64).Add(math.MaxInt64) != maxInstant {

@@ -51,7 +51,8 @@ func At(t time.Time) Instant {
 
 // FromUnixNano is the Instant ns nanoseconds after the Unix epoch, as
 // At(time.Unix(0, ns)) without building the time.Time: the lock fast path
-// reads its clock this way.
+// reads its clock this way. Unlike At it does not saturate: ns must lie
+// above math.MinInt64, which would make the zero Instant ("none").
 func FromUnixNano(ns int64) Instant { return Instant(uint64(ns) + fromUnix) }
 
 // UnixNano is i as nanoseconds since the Unix epoch (At's inverse for a
