@@ -115,8 +115,8 @@ func (c *BootClock) Now() time.Time {
 }
 
 // sinceEpoch is Now as nanoseconds since bootEpoch, the form the repeat
-// lock compares and stores: building the time.Time and converting it back
-// cost a tenth of that path.
+// lock compares and stores: building the time.Time (Time.Add alone was 4–5%
+// of that path in a profile) only to convert it back is left out.
 func (c *BootClock) sinceEpoch() int64 {
 	t := time.Now()
 	mono := int64(t.Sub(c.base))

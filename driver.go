@@ -380,7 +380,7 @@ func (n *Node) tick() time.Duration {
 	if d := n.core.NextDeadline(); !d.IsZero() {
 		sleep = min(max(d.Sub(now), 0), maxSleep)
 	}
-	n.armed.Store(armedAt(now.Add(sleep)))
+	n.armed.Store(armedAt(deadline.At(now.Add(sleep))))
 	return sleep
 }
 

@@ -165,7 +165,7 @@ func (n *Node) lowerArmed(d deadline.Instant) {
 	if d.IsZero() {
 		return
 	}
-	at := max(instantBootNanos(d), 1) // armedAt, without a time.Time
+	at := armedAt(d)
 	for {
 		cur := n.armed.Load()
 		if cur != 0 && at >= cur {
@@ -187,7 +187,7 @@ func (n *Node) kickTimer() {
 
 // armedAt is t in Node.armed's form: nanoseconds since bootEpoch, never
 // 0, which stands for no tick armed.
-func armedAt(t time.Time) int64 { return max(bootNanos(t), 1) }
+func armedAt(t deadline.Instant) int64 { return max(instantBootNanos(t), 1) }
 
 // yieldEvery is how often a shard's repeat path yields its processor.
 //

@@ -12,6 +12,7 @@ import (
 
 	"github.com/homelock/homelock/delegation"
 	"github.com/homelock/homelock/fence"
+	"github.com/homelock/homelock/internal/deadline"
 )
 
 // TestRepeatPathAcrossShards runs the repeat path of keys in different
@@ -156,6 +157,6 @@ func TestRepeatPathArmsTheTimer(t *testing.T) {
 	armed := n.armed.Load()
 	require.Equal(t, before+1, n.Stats().LocalFast, "not admitted on the repeat path")
 	require.NotZero(t, armed)
-	require.LessOrEqual(t, armed, armedAt(h.Expires()), "the timer sleeps past the section's end")
+	require.LessOrEqual(t, armed, armedAt(deadline.At(h.Expires())), "the timer sleeps past the section's end")
 	<-h.Done()
 }

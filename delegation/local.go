@@ -25,8 +25,9 @@ func (m *Machine) TryAdmit(now time.Time, key string, locker uint64, lease time.
 
 // Admission is what the fast path tells its driver of the section it
 // admitted: the Admitted event's fields that the driver does not already
-// know, with the end as an Instant. The repeat lock spends a fifth of its
-// time in building and converting a whole Event otherwise.
+// know, with the end as an Instant, so that the repeat lock builds no whole
+// Event and converts no time back (docs/design.md, "The repeat path across
+// cores", has what that saved).
 type Admission struct {
 	Slot    uint32
 	Token   fence.Token

@@ -29,11 +29,11 @@ func (m *Machine) service(now time.Time, key string, ks *keyState) {
 			m.drain(now, key, ks)
 			break
 		}
-		if q := ks.queue(); ks.active == 0 && len(q) > 0 && m.canAdmit(deadline.At(now), ks) {
+		if q, at := ks.queue(), deadline.At(now); ks.active == 0 && len(q) > 0 && m.canAdmit(at, ks) {
 			w := q[0]
 			m.setQueue(ks, q[1:])
 			var a Admission
-			m.admit(deadline.At(now), m.shardOf(key), ks, w.locker, w.lease, &a)
+			m.admit(at, m.shardOf(key), ks, w.locker, w.lease, &a)
 			m.event(a.event(key, w.locker))
 		}
 		if m.needsRenew(now, ks) && !now.Before(ks.more().renewAt) {
