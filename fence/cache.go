@@ -41,8 +41,11 @@ type stripe struct {
 // the mode is asked for (modeRead false: not read yet), so that a miss on the
 // accepting path costs the reads it did before modes existed.
 type entry struct {
-	st       resourceState
-	found    bool
+	st    resourceState
+	found bool
+	// written: a write went through this entry since it was read, so the
+	// resource is hot enough for a floor state record (records.go).
+	written  bool
 	mode     modeRecord // zero if none is stored
 	modeRead bool
 }

@@ -76,13 +76,22 @@
 // index, so that after a crash it holds exactly what survived. The Guard
 // remembers grants it verified, by their exact bytes and key ring
 // generation, so segments under one grant pay for one MAC. What is left is
-// the payload's SHA-256, three more records in the batch, and the commit.
+// the payload's SHA-256, the receipt and the operation index entry in the
+// batch, and the commit. The resource's state record is rewritten only by
+// the first two writes through a cache entry (exact, then a floor that the
+// receipts carry on): a hot resource's position lives in its receipts.
 //
 // A miss costs two point reads: a resource not in the cache, or an
 // operation ID the filter cannot rule out (past its design load, more of
-// them). The second is a lookup of a key that is not there: configure Bloom
+// them), and for a resource whose stored state is a floor, a seek to its last
+// receipt. The second is a lookup of a key that is not there: configure Bloom
 // filters on every level of the Pebble the Guard shares (UseBloomFilters
 // does it), or that lookup reads a block of every sstable.
+//
+// A store that this Guard wrote through its cache holds floor state records
+// (version 3), which a Guard of an earlier release refuses as corrupt: such
+// a downgrade fails closed, refusing the resource's writes, rather than
+// trusting a highest fence that lags.
 //
 // # Rolling out: shadow, then enforce
 //

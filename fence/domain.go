@@ -117,6 +117,7 @@ func (g *Guard) checkBinding(resource, domain string, scope Scope) error {
 // writeState stores st as resource's state and, once it is committed, in e
 // (s held).
 func (g *Guard) writeState(s *stripe, e *entry, resource string, st resourceState) error {
+	st.version = stateExact
 	if err := g.db.Set(g.stateKey(resource), st.encode(), pebble.Sync); err != nil {
 		s.forget(resource)
 		return fmt.Errorf("fence: commit resource %q: %w", resource, err)
@@ -154,6 +155,9 @@ func (g *Guard) Resources(ctx context.Context) ([]ResourceInfo, error) {
 		st, err := decodeState(value)
 		if err != nil {
 			return fmt.Errorf("resource %q: %w", res, err)
+		}
+		if err := g.carryOn(res, &st); err != nil {
+			return err
 		}
 		r := get(res)
 		r.st, r.found = st, true

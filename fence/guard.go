@@ -322,8 +322,22 @@ func (g *Guard) Apply(ctx context.Context, m Mutation, stage func(b *pebble.Batc
 			return Receipt{}, fmt.Errorf("fence: stage for resource %q token %s: %w", m.Resource, gr.Token, err)
 		}
 	}
+	// Which state record this write stores, if any (records.go).
+	var stateErr error
+	writeState := true
+	switch {
+	case !e.found || !e.written || e.st.MigratedFrom != "":
+		st.version = stateExact
+	case e.st.version == stateExact:
+		st.version = stateFloor
+	default:
+		writeState = false // a floor already: the receipt carries it on
+	}
+	if writeState {
+		stateErr = b.Set(g.stateKey(m.Resource), st.encode(), nil)
+	}
 	if err := errors.Join(
-		b.Set(g.stateKey(m.Resource), st.encode(), nil),
+		stateErr,
 		b.Set(g.receiptKey(m.Resource, gr.Token, m.Segment), rc.encode(), nil),
 		b.Set(opKey, encodeOpRef(gr.Token, m.Segment), nil),
 	); err != nil {
@@ -339,7 +353,7 @@ func (g *Guard) Apply(ctx context.Context, m Mutation, stage func(b *pebble.Batc
 		s.forget(m.Resource)
 		return Receipt{}, fmt.Errorf("fence: commit resource %q token %s: %w", m.Resource, gr.Token, err)
 	}
-	e.st, e.found = st, true
+	e.st, e.found, e.written = st, true, true
 	g.stats.accepted.Add(1)
 	return rc, nil
 }
@@ -469,6 +483,8 @@ func (g *Guard) get(key []byte) ([]byte, bool, error) {
 	return out, true, nil
 }
 
+// loadState reads res's state: its state record, and when that is a floor,
+// the fence position its last receipt carries it on to (records.go).
 func (g *Guard) loadState(res string) (resourceState, bool, error) {
 	v, ok, err := g.get(g.stateKey(res))
 	if err != nil || !ok {
@@ -478,7 +494,45 @@ func (g *Guard) loadState(res string) (resourceState, bool, error) {
 	if err != nil {
 		return resourceState{}, false, fmt.Errorf("resource %q: %w", res, err)
 	}
+	if err := g.carryOn(res, &st); err != nil {
+		return resourceState{}, false, err
+	}
 	return st, true, nil
+}
+
+// carryOn advances a floor state to res's last receipt.
+func (g *Guard) carryOn(res string, st *resourceState) error {
+	if st.version != stateFloor {
+		return nil
+	}
+	rc, ok, err := g.lastReceipt(res)
+	if ok {
+		st.advance(&rc)
+	}
+	return err
+}
+
+// lastReceipt is res's receipt with the highest token and segment, which is
+// also its latest.
+func (g *Guard) lastReceipt(res string) (Receipt, bool, error) {
+	lower := g.resourceKey(kindReceipt, res, 0)
+	it, err := g.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: keyUpperBound(lower)})
+	if err != nil {
+		return Receipt{}, false, fmt.Errorf("fence: read: %w", err)
+	}
+	defer it.Close()
+	if !it.Last() {
+		return Receipt{}, false, it.Error()
+	}
+	v, err := it.ValueAndErr()
+	if err != nil {
+		return Receipt{}, false, fmt.Errorf("fence: read: %w", err)
+	}
+	rc, err := decodeReceipt(res, v)
+	if err != nil {
+		return Receipt{}, false, fmt.Errorf("resource %q last receipt: %w", res, err)
+	}
+	return rc, true, nil
 }
 
 func (g *Guard) receiptAt(res string, t Token, seg uint64) (Receipt, bool, error) {

@@ -66,10 +66,13 @@ func FuzzWouldRefusal(f *testing.F) {
 // Every record the Guard reads back: state, receipt, operation index,
 // quarantine. Round trips where the encoding is canonical.
 func FuzzStoredRecords(f *testing.F) {
-	st := resourceState{Domain: "cluster-a", Scope: ScopeCluster, Highest: tok(1, 2, 3), LastSegment: 4, Accepted: 5}
+	st := resourceState{Domain: "cluster-a", Scope: ScopeCluster, Highest: tok(1, 2, 3), LastSegment: 4, Accepted: 5, version: stateExact}
 	rc := Receipt{OpID: "op", Token: tok(1, 2, 3), Segment: 4, Seq: 5}
 	q := Quarantined{Owner: "o", OpID: "op", Token: tok(1, 2, 3), Segment: 4, Payload: []byte("p"), Accepted: rc}
 	f.Add(st.encode())
+	floor := st
+	floor.version = stateFloor
+	f.Add(floor.encode())
 	f.Add(rc.encode())
 	f.Add(encodeOpRef(tok(1, 2, 3), 4))
 	f.Add(q.encode())
