@@ -96,6 +96,7 @@ func guardWrites(ctx context.Context, dir string, d time.Duration) (guardResult,
 		}
 		res := fmt.Sprintf("k%d", n%guardResources)
 		key := []byte("v/" + res)
+		opID := fmt.Sprintf("n1/%d", n) // the caller's, not the Guard's, cost
 		t0 := time.Now()
 		b := plain.NewBatch()
 		err := b.Set(key, val, nil)
@@ -109,7 +110,7 @@ func guardWrites(ctx context.Context, dir string, d time.Duration) (guardResult,
 		t1 := time.Now()
 		_, err = g.Apply(ctx, fence.Mutation{
 			Signed: grants[n%guardResources], Resource: res, Owner: "n1", Operation: operation,
-			OpID: fmt.Sprintf("n1/%d", n), Segment: uint64(n/guardResources + 1), Payload: val,
+			OpID: opID, Segment: uint64(n/guardResources + 1), Payload: val,
 		}, func(b *pebble.Batch) error { return b.Set(key, val, nil) })
 		if err != nil {
 			return out, err
