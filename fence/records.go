@@ -26,7 +26,8 @@ import (
 // entry: a hot resource saves a record a write (a quarter of the Guard's
 // memtable inserts, the largest part of what it adds to a write), and a
 // resource written once per cache residency costs its next load no scan of
-// its receipts. 's', 'r' and 'o' are the fence state: written only in the
+// its receipts. Pruning receipts, were it built, would have to store the
+// exact position first. 's', 'r' and 'o' are the fence state: written only in the
 // batch of an accepted mutation, Bind or Migrate (F2, F6). 'q' is the
 // quarantine log, written when a conflicting segment is refused and never read
 // by a check. 'm', 'w' and 'D' are the modes and the shadow log: written by
