@@ -1,6 +1,7 @@
 package fence
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 )
@@ -27,10 +28,10 @@ import (
 // memtable inserts, the largest part of what it adds to a write), and a
 // resource written once per cache residency costs its next load no scan of
 // its receipts. Pruning receipts, were it built, would have to store the
-// exact position first. 's', 'r' and 'o' are the fence state: written only in the
-// batch of an accepted mutation, Bind or Migrate (F2, F6). 'q' is the
-// quarantine log, written when a conflicting segment is refused and never read
-// by a check. 'm', 'w' and 'D' are the modes and the shadow log: written by
+// exact position first. 's', 'r' and 'o' are the fence state: written only
+// in the batch of an accepted mutation, Bind or Migrate (F2, F6). 'q' is the
+// quarantine log, written when a conflicting segment is refused and never
+// read by a check. 'm', 'w' and 'D' are the modes and the shadow log: written by
 // SetMode, NewGuard and a shadow-mode commit, and read by no check but the
 // choice to refuse or to log.
 const (
@@ -139,7 +140,7 @@ func (s *resourceState) advance(rc *Receipt) {
 
 func (s *resourceState) encode() []byte {
 	b := make([]byte, 0, 96+len(s.Domain)+len(s.MigratedFrom))
-	b = append(b, s.version)
+	b = append(b, cmp.Or(s.version, stateExact)) // a state never stored is exact
 	b = appendU16String(b, s.Domain)
 	b = append(b, byte(s.Scope))
 	b = appendToken(b, s.Highest)
