@@ -93,7 +93,7 @@ func TestColdWritesStayExact(t *testing.T) {
 	g1 := f.grant(r, "A", tok(2, 1, 1))
 	writeSegments(t, f, g1, r, "A", 1, 4)
 	disk := storedState(t, f, r)
-	must.Equal(t, uint8(recordVersion), disk.version)
+	must.Equal(t, uint8(stateExact), disk.version, "version 2, which an earlier Guard reads")
 	must.Equal(t, uint64(4), disk.LastSegment)
 
 	must.NoError(t, f.db.Set(f.g.stateKey(r), append([]byte{stateFloor + 1}, disk.encode()[1:]...), nil))
