@@ -91,7 +91,9 @@
 // A store that this Guard wrote through its cache holds floor state records
 // (version 3), which a Guard of an earlier release refuses as corrupt: such
 // a downgrade fails closed, refusing the resource's writes, rather than
-// trusting a highest fence that lags.
+// trusting a highest fence that lags. A pruned resource's state records
+// (versions 4 and 5) are refused likewise, rather than answering "no
+// receipt" for a pruned operation.
 //
 // # Rolling out: shadow, then enforce
 //
@@ -130,6 +132,20 @@
 //
 // Asking before fencing can only answer Accepted or NeverSeen: until a
 // higher fence is accepted, the old write may still arrive and be accepted.
+//
+// # Pruning receipts
+//
+// The Guard keeps a receipt and an operation index entry for every accepted
+// mutation, about 110 bytes a write, until Prune(resource, below) deletes
+// those under fences below below. Pruning gives up answers, not fences: the
+// highest fence, segment order and replays of the current fence stand, so a
+// stale owner is refused as before. Receipt and Reconcile answer ErrPruned,
+// never "no receipt" or Refused, for an operation they cannot rule out was
+// accepted under a pruned fence, and an operation ID whose receipt was
+// pruned is accepted again under a new fence (F7 holds for the receipts
+// kept). So prune below a fence only once nothing will resend or ask about an
+// operation sent under a lower one: for example, a while after every worker
+// that took the resource over under a later fence has reconciled.
 //
 // # Acceptance rules
 //
@@ -186,5 +202,6 @@
 //   - F6 atomic with the business write: fence state, receipt and business
 //     change are in one synced batch; after a crash, all or none.
 //   - F7 at most once per operation: an operation ID has at most one receipt
-//     per resource, and a resend gets that receipt, never a second effect.
+//     per resource, and a resend gets that receipt, never a second effect;
+//     after Prune, for the receipts it kept.
 package fence

@@ -22,6 +22,9 @@ type ResourceInfo struct {
 	// MigratingFrom is the previous domain while a migration waits for the
 	// new domain's first token above Highest; empty otherwise.
 	MigratingFrom string
+	// PrunedBelow is the fence Prune deleted receipts below (zero if never
+	// pruned).
+	PrunedBelow Token
 	// Mode is the mode the resource is in; ModeSet says SetMode chose it,
 	// rather than the Guard's default.
 	Mode    Mode
@@ -196,6 +199,7 @@ func (g *Guard) info(res string, st *resourceState, found bool, m *modeRecord, h
 	if found {
 		in.Domain, in.Scope, in.Highest = st.Domain, st.Scope, st.Highest
 		in.LastSegment, in.Accepted, in.MigratingFrom = st.LastSegment, st.Accepted, st.MigratedFrom
+		in.PrunedBelow = st.PrunedBelow
 	}
 	if hasMode {
 		if m.Mode != 0 {

@@ -74,6 +74,19 @@ var (
 	// receipt for the operation ID.
 	ErrNoReceipt = errors.New("fence: no receipt")
 
+	// ErrPruned is returned by Guard.Receipt and Guard.Reconcile for an
+	// operation with no receipt on a resource whose receipts below some fence
+	// were pruned (Guard.Prune), when the answer cannot rule out that the
+	// operation was accepted under such a fence and its receipt pruned: its
+	// outcome is unknown for good, and the caller must not conclude that it
+	// never happened.
+	ErrPruned = errors.New("fence: receipts pruned; outcome unknown")
+
+	// ErrPruneAboveHighest is returned by Guard.Prune for a fence above the
+	// highest the resource accepted: the receipts it keeps must include the
+	// last one.
+	ErrPruneAboveHighest = errors.New("fence: prune above the highest fence")
+
 	// ErrBadMutation is returned by Guard.Apply for a mutation with a missing
 	// field (empty operation ID, segment 0, ...).
 	ErrBadMutation = errors.New("fence: malformed mutation")

@@ -600,7 +600,9 @@ func keyUpperBound(p []byte) []byte {
 // Apply of the resource in progress, so an answer is never older than an
 // acknowledgement already sent. ErrNoReceipt is final only once the asking
 // owner's fence is superseded (a newer fence accepted): until then its
-// mutation may still be in flight.
+// mutation may still be in flight. On a resource whose receipts were pruned
+// (Prune) an operation without a receipt is ErrPruned instead: Receipt does
+// not know which fence it was sent under (Reconcile does).
 func (g *Guard) Receipt(ctx context.Context, resource, opID string) (Receipt, error) {
 	if len(resource) > MaxResourceLen || len(opID) > MaxNameLen {
 		return Receipt{}, fmt.Errorf("%w: resource or operation ID over %d/%d bytes", ErrTooLarge, MaxResourceLen, MaxNameLen)
@@ -610,7 +612,18 @@ func (g *Guard) Receipt(ctx context.Context, resource, opID string) (Receipt, er
 		return Receipt{}, err
 	}
 	defer s.unlock()
-	return g.receiptOf(resource, opID)
+	rc, err := g.receiptOf(resource, opID)
+	if !errors.Is(err, ErrNoReceipt) {
+		return rc, err
+	}
+	e, err := g.entry(s, resource)
+	if err != nil {
+		return Receipt{}, err
+	}
+	if below := e.st.PrunedBelow; !below.IsZero() {
+		return Receipt{}, fmt.Errorf("%w: resource %q operation %q: no receipt, and those below %s were pruned", ErrPruned, resource, opID, below)
+	}
+	return Receipt{}, fmt.Errorf("%w: resource %q operation %q", ErrNoReceipt, resource, opID)
 }
 
 // receiptOf is Receipt with the resource's stripe held.

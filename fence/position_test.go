@@ -96,7 +96,7 @@ func TestColdWritesStayExact(t *testing.T) {
 	must.Equal(t, uint8(stateExact), disk.version, "version 2, which an earlier Guard reads")
 	must.Equal(t, uint64(4), disk.LastSegment)
 
-	must.NoError(t, f.db.Set(f.g.stateKey(r), append([]byte{stateFloor + 1}, disk.encode()[1:]...), nil))
+	must.NoError(t, f.db.Set(f.g.stateKey(r), append([]byte{stateFloor + statePruned + 1}, disk.encode()[1:]...), nil))
 	_, err := f.apply(mut(g1, r, "A", "A-5", 5, "x"))
 	must.ErrorIs(t, err, ErrCorruptRecord)
 }

@@ -60,7 +60,9 @@ type Reconciliation struct {
 // from the lock domain the resource is bound to. An answer of NeverSeen
 // becomes final only once the resource accepts a fence above sentUnder: a
 // worker that takes over first writes under its new fence, then asks (see
-// the package documentation, "Unknown outcomes").
+// the package documentation, "Unknown outcomes"). An operation without a
+// receipt sent under a fence below the one the resource's receipts were
+// pruned below (Prune) is ErrPruned: its outcome is unknown for good.
 func (g *Guard) Reconcile(ctx context.Context, resource, opID string, sentUnder Token) (Reconciliation, error) {
 	switch {
 	case len(resource) > MaxResourceLen || len(opID) > MaxNameLen:
@@ -102,6 +104,11 @@ func (g *Guard) Reconcile(ctx context.Context, resource, opID string, sentUnder 
 		out.Outcome = OutcomeAccepted
 		out.Receipt = Receipt{Resource: resource, OpID: opID, Token: w.Token, Segment: w.Segment, PayloadDigest: w.PayloadDigest, WouldRefuse: w.Reason}
 		return out, nil
+	}
+	// Below the fence Prune deleted receipts under, no receipt proves
+	// nothing: the operation may have been accepted.
+	if below := e.st.PrunedBelow; sentUnder.Less(below) {
+		return Reconciliation{}, fmt.Errorf("%w: resource %q operation %q sent under %s: no receipt, and those below %s were pruned", ErrPruned, resource, opID, sentUnder, below)
 	}
 	// Refused needs proof that no copy can ever commit: enforcement, a
 	// higher fence accepted, and no shadow commit that went unlogged.

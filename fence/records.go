@@ -9,7 +9,7 @@ import (
 // Stored layout under the Guard's prefix P. Every key names its resource with
 // a uint16 length so that no resource's keys are a prefix of another's:
 //
-//	P 's' len res                      -> resourceState (version 2: exact; 3: a floor, see below)
+//	P 's' len res                      -> resourceState (version 2: exact; 3: a floor; 4, 5: the same after a Prune, see below)
 //	P 'r' len res token(32) segment(8) -> Receipt (one per accepted segment)
 //	P 'o' len res opID                 -> token(32) segment(8) of the opID's receipt
 //	P 'q' len res token(32) segment(8) payloadDigest(32) -> Quarantined
@@ -27,9 +27,13 @@ import (
 // entry: a hot resource saves a record a write (a quarter of the Guard's
 // memtable inserts, the largest part of what it adds to a write), and a
 // resource written once per cache residency costs its next load no scan of
-// its receipts. Pruning receipts, were it built, would have to store the
-// exact position first. 's', 'r' and 'o' are the fence state: written only
-// in the batch of an accepted mutation, Bind or Migrate (F2, F6). 'q' is the
+// its receipts. Prune deletes receipts below a fence no higher than the
+// resource's highest, so the last receipt survives it, and it stores the
+// exact position with the fence it pruned below: version 4 (exact) or 5 (a
+// floor) adds that fence, and a Guard of an earlier release refuses both, so
+// that it never answers "no receipt" for an operation whose receipt was
+// pruned. 's', 'r' and 'o' are the fence state: written only in the batch of
+// an accepted mutation, Bind, Migrate or Prune (F2, F6). 'q' is the
 // quarantine log, written when a conflicting segment is refused and never
 // read by a check. 'm', 'w' and 'D' are the modes and the shadow log: written by
 // SetMode, NewGuard and a shadow-mode commit, and read by no check but the
@@ -52,6 +56,9 @@ const (
 	// fails closed instead of trusting a Highest that lags.
 	stateExact = recordVersion
 	stateFloor = 3
+	// statePruned is added to either version when the record carries
+	// PrunedBelow.
+	statePruned = 2
 )
 
 func (g *Guard) resourceKey(kind byte, res string, extra int) []byte {
@@ -124,8 +131,13 @@ type resourceState struct {
 	// MigratedFrom is set by Migrate and cleared by the first write from the
 	// new domain, which must be above Highest.
 	MigratedFrom string
-	// version is the record version it is stored at, stateExact or
-	// stateFloor (0: not stored yet).
+	// PrunedBelow is the fence Prune last deleted receipts below (zero: never
+	// pruned): an operation sent under a lower fence may have been accepted
+	// without a receipt left to show it.
+	PrunedBelow Token
+	// version is the kind of record it is stored as, stateExact or
+	// stateFloor (0: not stored yet), whether or not it carries
+	// PrunedBelow.
 	version uint8
 }
 
@@ -139,21 +151,34 @@ func (s *resourceState) advance(rc *Receipt) {
 }
 
 func (s *resourceState) encode() []byte {
-	b := make([]byte, 0, 96+len(s.Domain)+len(s.MigratedFrom))
-	b = append(b, cmp.Or(s.version, stateExact)) // a state never stored is exact
+	b := make([]byte, 0, 96+TokenSize+len(s.Domain)+len(s.MigratedFrom))
+	v := cmp.Or(s.version, stateExact) // a state never stored is exact
+	if !s.PrunedBelow.IsZero() {
+		v += statePruned
+	}
+	b = append(b, v)
 	b = appendU16String(b, s.Domain)
 	b = append(b, byte(s.Scope))
 	b = appendToken(b, s.Highest)
 	b = append(b, s.Root[:]...)
 	b = binary.BigEndian.AppendUint64(b, s.LastSegment)
 	b = binary.BigEndian.AppendUint64(b, s.Accepted)
-	return appendU16String(b, s.MigratedFrom)
+	b = appendU16String(b, s.MigratedFrom)
+	if !s.PrunedBelow.IsZero() {
+		b = appendToken(b, s.PrunedBelow)
+	}
+	return b
 }
 
 func decodeState(b []byte) (resourceState, error) {
 	d := decoder{b: b, what: "resource state", base: ErrCorruptRecord}
 	var s resourceState
-	if s.version = d.u8("version"); d.err == nil && s.version != stateExact && s.version != stateFloor {
+	s.version = d.u8("version")
+	pruned := s.version >= stateExact+statePruned
+	if pruned {
+		s.version -= statePruned
+	}
+	if d.err == nil && s.version != stateExact && s.version != stateFloor {
 		d.fail("unknown version %d", s.version)
 	}
 	s.Domain = d.string16("domain", MaxNameLen)
@@ -163,6 +188,11 @@ func decodeState(b []byte) (resourceState, error) {
 	s.LastSegment = d.u64("last segment")
 	s.Accepted = d.u64("accepted")
 	s.MigratedFrom = d.string16("migrated from", MaxNameLen)
+	if pruned {
+		if s.PrunedBelow = d.token("pruned below"); d.err == nil && s.PrunedBelow.IsZero() {
+			d.fail("pruned below the zero fence") // one encoding a value: unpruned has none
+		}
+	}
 	if err := d.finish(); err != nil {
 		return resourceState{}, err
 	}

@@ -73,6 +73,11 @@ func FuzzStoredRecords(f *testing.F) {
 	floor := st
 	floor.version = stateFloor
 	f.Add(floor.encode())
+	pruned := st
+	pruned.PrunedBelow = tok(1, 2, 1)
+	f.Add(pruned.encode())
+	pruned.version = stateFloor
+	f.Add(pruned.encode())
 	f.Add(rc.encode())
 	f.Add(encodeOpRef(tok(1, 2, 3), 4))
 	f.Add(q.encode())
