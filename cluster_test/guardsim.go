@@ -41,11 +41,22 @@ type guardStore struct {
 	ops int
 	// Per resource, what was acknowledged: every receipt, the highest
 	// token and the value of the write under it.
-	acked   map[string][]string
+	acked   map[string][]guardAck
 	highest map[string]fence.Token
 	value   map[string][]byte
 	// checked counts, per resource, the receipts a crash already found.
 	checked map[string]int
+	// pruned is, per resource, the fence its receipts were pruned below;
+	// crashedAt, the highest token acknowledged at the last crash, which the
+	// next crash prunes below.
+	pruned    map[string]fence.Token
+	crashedAt map[string]fence.Token
+}
+
+// guardAck is one acknowledged write: its operation and token.
+type guardAck struct {
+	op  string
+	tok fence.Token
 }
 
 var guardPrefix = []byte("\x00fence/")
@@ -53,7 +64,8 @@ var guardPrefix = []byte("\x00fence/")
 func newGuardStore(s *Sim) *guardStore {
 	gs := &guardStore{
 		s: s, fs: vfs.NewCrashableMem(), rng: newRand(s.rng.Uint64()),
-		acked: map[string][]string{}, highest: map[string]fence.Token{}, value: map[string][]byte{}, checked: map[string]int{},
+		acked: map[string][]guardAck{}, highest: map[string]fence.Token{}, value: map[string][]byte{}, checked: map[string]int{},
+		pruned: map[string]fence.Token{}, crashedAt: map[string]fence.Token{},
 	}
 	gs.open()
 	return gs
@@ -102,7 +114,7 @@ func (gs *guardStore) write(cs *critical) {
 			return
 		}
 		gs.highest[cs.key], gs.value[cs.key] = cs.token, val
-		gs.acked[cs.key] = append(gs.acked[cs.key], op)
+		gs.acked[cs.key] = append(gs.acked[cs.key], guardAck{op, cs.token})
 	case errors.Is(err, fence.ErrStaleOwner):
 		s.faults["guard_stale_refused"]++
 		s.trace("guard refused stale %s %s %s", cs.node.id, cs.key, cs.token)
@@ -111,18 +123,38 @@ func (gs *guardStore) write(cs *critical) {
 	}
 }
 
-// crash drops the store's unsynced data (some of it survives at random),
-// reopens it from what is left and checks that every acknowledged write
-// is there and each resource holds its highest acknowledged value.
+// crash first prunes each resource's receipts below the highest token
+// acknowledged at the crash before (fence.Guard.Prune), then drops the
+// store's unsynced data (some of it survives at random), reopens it from
+// what is left and checks that every acknowledged write is there, its
+// receipt too unless it was pruned (which the Guard must then say:
+// ErrPruned, never "no receipt"), and each resource holds its highest
+// acknowledged value. The Guard goes on judging writes after the prunes,
+// so a Prune that lost a fence shows as G3.
 func (gs *guardStore) crash(last bool) {
 	s := gs.s
 	s.faults["store_crash"]++
 	s.trace("store crash")
+	ctx := context.Background()
+	for _, key := range sortedKeys(gs.acked) {
+		below, ok := gs.crashedAt[key]
+		if !ok || !gs.pruned[key].Less(below) {
+			continue
+		}
+		if _, err := gs.g.Prune(ctx, key, below); err != nil {
+			s.check.fail(invGuardLost, "pruning %s below %s: %v", key, below, err)
+			return
+		}
+		gs.pruned[key] = below
+		s.faults["guard_prune"]++
+	}
+	for key, h := range gs.highest {
+		gs.crashedAt[key] = h
+	}
 	clone := gs.fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: gs.rng.IntN(60), RNG: gs.rng})
 	gs.close()
 	gs.fs = clone
 	gs.open()
-	ctx := context.Background()
 	for _, key := range sortedKeys(gs.acked) {
 		// Every receipt at the last crash; before it, those acknowledged
 		// since the crash before (reading them all each time would cost
@@ -132,9 +164,14 @@ func (gs *guardStore) crash(last bool) {
 			ops = ops[gs.checked[key]:]
 		}
 		gs.checked[key] = len(gs.acked[key])
-		for _, op := range ops {
-			if _, err := gs.g.Receipt(ctx, key, op); err != nil {
-				s.check.fail(invGuardLost, "after a store crash the receipt of %s on %s is gone: %v", op, key, err)
+		for _, a := range ops {
+			_, err := gs.g.Receipt(ctx, key, a.op)
+			switch pruned := a.tok.Less(gs.pruned[key]); {
+			case pruned && !errors.Is(err, fence.ErrPruned):
+				s.check.fail(invGuardLost, "after a store crash %s on %s, pruned below %s, is answered %v, not ErrPruned", a.op, key, gs.pruned[key], err)
+				return
+			case !pruned && err != nil:
+				s.check.fail(invGuardLost, "after a store crash the receipt of %s on %s is gone: %v", a.op, key, err)
 				return
 			}
 		}

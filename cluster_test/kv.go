@@ -58,11 +58,16 @@ type KV struct {
 	// writes counts the writes in flight to db, each registered under mu
 	// while !closed, so that Close waits them out before closing db.
 	writes sync.WaitGroup
+	// stopPrune stops the pruning goroutine (nil: none); pruned is closed
+	// when it has returned.
+	stopPrune context.CancelFunc
+	pruned    chan struct{}
 
 	rejected       atomic.Uint64 // local writes refused (invalid handle or fence)
 	replicaApplied atomic.Uint64 // replicated writes applied here
 	replicaStale   atomic.Uint64 // replicated writes not newer than what is held
 	replicaRefused atomic.Uint64 // replicated writes this replica's Guard refused
+	pruneFailed    atomic.Uint64 // Prune calls that failed
 }
 
 // kvKey is the per-key state of a replica.
@@ -145,6 +150,14 @@ type KVConfig struct {
 	// GuardMode is the Guard's default mode (fence.GuardOptions.DefaultMode;
 	// zero: enforce).
 	GuardMode fence.Mode
+	// PruneEvery, if positive, bounds what the Guard stores: every
+	// PruneEvery the KV prunes each key's receipts below the fence the key
+	// had one period before (fence.Guard.Prune), so a receipt lives one to
+	// two periods. Zero keeps every receipt. Nothing in this store asks for
+	// a receipt after its write returned, so any period is safe here; a
+	// store whose writers reconcile after a takeover prunes only below
+	// fences they no longer ask about.
+	PruneEvery time.Duration
 }
 
 // OpenKV opens (or reopens) a KV and attaches it to its KVNet.
@@ -169,8 +182,59 @@ func OpenKV(cfg KVConfig) (*KV, error) {
 			return nil, err
 		}
 	}
+	if cfg.PruneEvery > 0 {
+		var ctx context.Context
+		ctx, kv.stopPrune = context.WithCancel(context.Background())
+		kv.pruned = make(chan struct{})
+		go kv.pruneLoop(ctx, cfg.PruneEvery)
+	}
 	return kv, nil
 }
+
+// pruneLoop prunes every key's receipts below the fence it had a period
+// before, every period, until Close.
+func (kv *KV) pruneLoop(ctx context.Context, every time.Duration) {
+	defer close(kv.pruned)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var marks map[string]fence.Token
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for key, below := range marks {
+			if _, err := kv.guard.Prune(ctx, key, below); err != nil && ctx.Err() == nil {
+				kv.pruneFailed.Add(1)
+			}
+		}
+		marks = kv.fences()
+	}
+}
+
+// fences is the fence of every key that has one: the token of the last
+// write this replica accepted to it, which the Guard's highest is at least.
+func (kv *KV) fences() map[string]fence.Token {
+	kv.mu.Lock()
+	keys := make(map[string]*kvKey, len(kv.keys))
+	for name, k := range kv.keys {
+		keys[name] = k
+	}
+	kv.mu.Unlock()
+	out := make(map[string]fence.Token, len(keys))
+	for name, k := range keys {
+		k.mu.Lock()
+		if !k.segTok.IsZero() {
+			out[name] = k.segTok
+		}
+		k.mu.Unlock()
+	}
+	return out
+}
+
+// PruneFailures counts the Prune calls that failed (0 on a sound store).
+func (kv *KV) PruneFailures() uint64 { return kv.pruneFailed.Load() }
 
 // load reads the versions and the Guard's segments back after a reopen.
 func (kv *KV) load() error {
@@ -480,6 +544,10 @@ func (kv *KV) Close() error {
 	kv.mu.Unlock()
 	if kv.net != nil {
 		kv.net.detach(kv)
+	}
+	if kv.stopPrune != nil {
+		kv.stopPrune()
+		<-kv.pruned
 	}
 	kv.writes.Wait()
 	return kv.db.Close()

@@ -231,3 +231,59 @@ func TestKVReopen(t *testing.T) {
 		t.Fatalf("segment state %s/%d", k.segTok, k.seg)
 	}
 }
+
+// With PruneEvery, each key keeps the receipts of about its last two
+// periods: a write two periods old has none (ErrPruned), the latest has
+// its receipt, and a stale holder is still refused by the Guard.
+func TestKVPrunesReceipts(t *testing.T) {
+	ring := rcKeyRing(t)
+	const every = 20 * time.Millisecond
+	kv, err := OpenKV(KVConfig{ID: "r", Dir: filepath.Join(t.TempDir(), "r"), KeyRing: ring, Domain: kvDomain, Operation: "lock", PruneEvery: every})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kv.Close()
+	ctx := context.Background()
+	var first, last replWrite
+	for c := uint64(1); c <= 40; c++ {
+		for _, key := range []string{"a", "b"} {
+			w := signedWrite(t, ring, "w", key, tok(c), 1, c, "v")
+			kv.applyRemote(w)
+			if c == 1 && key == "a" {
+				first = w
+			}
+			last = w
+		}
+		time.Sleep(every / 4)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		infos, err := kv.Guard().Resources(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(infos) == 2 && infos[0].PrunedBelow == tok(40) && infos[1].PrunedBelow == tok(40) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not pruned up to the last fence: %+v", infos)
+		}
+		time.Sleep(every)
+	}
+	if _, err := kv.Guard().Receipt(ctx, "a", first.opID); !errors.Is(err, fence.ErrPruned) {
+		t.Fatalf("receipt of the first write: %v, want ErrPruned", err)
+	}
+	if rc, err := kv.Guard().Receipt(ctx, "b", last.opID); err != nil || rc.Token != tok(40) {
+		t.Fatalf("receipt of the last write: %+v, %v", rc, err)
+	}
+	k := kv.keyState("a")
+	k.mu.Lock()
+	err = kv.apply(ctx, k, signedWrite(t, ring, "w", "a", tok(3), 2, 100, "stale"))
+	k.mu.Unlock()
+	if !errors.Is(err, fence.ErrStaleOwner) {
+		t.Fatalf("a stale holder after pruning: %v", err)
+	}
+	if n := kv.PruneFailures(); n != 0 {
+		t.Fatalf("%d Prune calls failed", n)
+	}
+}

@@ -3,6 +3,7 @@ package fence_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -70,8 +71,16 @@ func ExampleGuard_Reconcile() {
 	}
 	// A late copy of A's write is refused: the operation happens once.
 	fmt.Println(write(a, "worker-a", "settle-43", 3) != nil)
+
+	// Once B has reconciled, nothing asks about A's operations again: the
+	// store prunes their receipts, and an answer about one of them now says
+	// that it cannot tell, not that it did not happen.
+	n, _ := guard.Prune(ctx, resource, fence.Token{Epoch: 1, Incarnation: 1, Counter: 2})
+	_, err := guard.Reconcile(ctx, resource, "settle-42", fence.Token{Epoch: 1, Incarnation: 1, Counter: 1})
+	fmt.Println(n, errors.Is(err, fence.ErrPruned))
 	// Output:
 	// settle-42: accepted under e1.i1.c1 segment 2
 	// settle-43: refused; redone: <nil>
 	// true
+	// 2 true
 }
