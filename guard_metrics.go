@@ -19,6 +19,7 @@ import (
 type GuardCollector struct {
 	g                                 *fence.Guard
 	defaultMode, accepted, refused    *prometheus.Desc
+	pruned                            *prometheus.Desc
 	wouldRefuse, mode, resWouldRefuse *prometheus.Desc
 	highest                           *prometheus.Desc
 }
@@ -33,6 +34,7 @@ func NewGuardCollector(g *fence.Guard, labels prometheus.Labels) *GuardCollector
 		g:              g,
 		defaultMode:    d("default_mode", "1 for the Guard's default mode.", "mode"),
 		accepted:       d("accepted_total", "Fenced mutations accepted."),
+		pruned:         d("receipts_pruned_total", "Receipts (and their operation-index entries) that Guard.Prune deleted."),
 		refused:        d("refused_total", "Fenced mutations refused on enforced resources, by reason.", "reason"),
 		wouldRefuse:    d("would_refuse_total", "Mutations shadow-mode resources committed that enforcement would have refused, by reason.", "reason"),
 		mode:           d("resource_mode", "1 for the mode of a resource given one.", "resource", "mode"),
@@ -43,7 +45,7 @@ func NewGuardCollector(g *fence.Guard, labels prometheus.Labels) *GuardCollector
 
 // Describe implements prometheus.Collector.
 func (c *GuardCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.defaultMode, c.accepted, c.refused, c.wouldRefuse, c.mode, c.resWouldRefuse, c.highest} {
+	for _, d := range []*prometheus.Desc{c.defaultMode, c.accepted, c.pruned, c.refused, c.wouldRefuse, c.mode, c.resWouldRefuse, c.highest} {
 		ch <- d
 	}
 }
@@ -58,6 +60,7 @@ func (c *GuardCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.defaultMode, prometheus.GaugeValue, 1, s.DefaultMode.String())
 	ch <- prometheus.MustNewConstMetric(c.accepted, prometheus.CounterValue, float64(s.Accepted))
+	ch <- prometheus.MustNewConstMetric(c.pruned, prometheus.CounterValue, float64(s.Pruned))
 	for _, r := range fence.Reasons() {
 		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(s.Refused[r]), r.String())
 		ch <- prometheus.MustNewConstMetric(c.wouldRefuse, prometheus.CounterValue, float64(s.WouldRefuse[r]), r.String())

@@ -53,6 +53,13 @@ func TestGuardCollector(t *testing.T) {
 		t.Fatalf("stale write to the shadow resource: %v", err)
 	}
 
+	if err := write("enforced", "C", 3, 1, "c"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Prune(ctx, "enforced", fence.Token{Epoch: 1, Incarnation: 1, Counter: 3}); err != nil {
+		t.Fatal(err)
+	}
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(NewGuardCollector(g, prometheus.Labels{"node": "n1"}))
 	fams, err := reg.Gather()
@@ -73,12 +80,13 @@ func TestGuardCollector(t *testing.T) {
 	}
 	for k, want := range map[string]float64{
 		"homelock_fence_default_mode,mode=shadow":                                         1,
-		"homelock_fence_accepted_total":                                                   2,
+		"homelock_fence_accepted_total":                                                   3,
+		"homelock_fence_receipts_pruned_total":                                            1,
 		"homelock_fence_refused_total,reason=stale_owner":                                 1,
 		"homelock_fence_would_refuse_total,reason=stale_owner":                            1,
 		"homelock_fence_would_refuse_total,reason=bad_grant":                              0,
 		"homelock_fence_resource_mode,mode=enforce,resource=enforced":                     1,
-		"homelock_fence_resource_highest_fence,resource=enforced,token=e1.i1.c2":          1,
+		"homelock_fence_resource_highest_fence,resource=enforced,token=e1.i1.c3":          1,
 		"homelock_fence_resource_would_refuse_total,reason=stale_owner,resource=shadowed": 1,
 		"homelock_fence_resource_mode,mode=shadow,resource=shadowed":                      1,
 		"homelock_fence_resource_would_refuse_total,reason=stale_owner,resource=enforced": 0,

@@ -106,6 +106,7 @@ func (g *Guard) deleteReceipts(ctx context.Context, res string, below Token) (in
 		if err := b.Commit(pebble.Sync); err != nil {
 			return err
 		}
+		g.stats.pruned.Add(uint64(pending))
 		n, pending = n+pending, 0
 		b.Close()
 		b = g.db.NewBatch()

@@ -9,6 +9,7 @@ import (
 // guardCounters count what a Guard decided since NewGuard.
 type guardCounters struct {
 	accepted    atomic.Uint64
+	pruned      atomic.Uint64
 	refused     [reasonCount]atomic.Uint64
 	wouldRefuse [reasonCount]atomic.Uint64
 }
@@ -20,6 +21,8 @@ type GuardStats struct {
 	DefaultMode Mode
 	// Accepted counts accepted mutations (replays excluded).
 	Accepted uint64
+	// Pruned counts the receipts Prune deleted.
+	Pruned uint64
 	// Refused counts refusals by reason, on enforced resources.
 	Refused ReasonCounts
 	// WouldRefuse counts, by reason, mutations shadow-mode resources
@@ -33,7 +36,7 @@ type GuardStats struct {
 
 // Stats returns the Guard's counters and the resources it lists by name.
 func (g *Guard) Stats(ctx context.Context) (GuardStats, error) {
-	s := GuardStats{DefaultMode: g.defaultMode, Accepted: g.stats.accepted.Load()}
+	s := GuardStats{DefaultMode: g.defaultMode, Accepted: g.stats.accepted.Load(), Pruned: g.stats.pruned.Load()}
 	for r := range reasonCount {
 		s.Refused[r] = g.stats.refused[r].Load()
 		s.WouldRefuse[r] = g.stats.wouldRefuse[r].Load()
