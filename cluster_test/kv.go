@@ -198,6 +198,7 @@ func (kv *KV) pruneLoop(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	var marks map[string]fence.Token
+	done := map[string]fence.Token{} // the fence each key was last pruned below
 	for {
 		select {
 		case <-ctx.Done():
@@ -205,9 +206,16 @@ func (kv *KV) pruneLoop(ctx context.Context, every time.Duration) {
 		case <-t.C:
 		}
 		for key, below := range marks {
-			if _, err := kv.guard.Prune(ctx, key, below); err != nil && ctx.Err() == nil {
-				kv.pruneFailed.Add(1)
+			if done[key] == below {
+				continue // not written since: nothing new to prune
 			}
+			if _, err := kv.guard.Prune(ctx, key, below); err != nil {
+				if ctx.Err() == nil {
+					kv.pruneFailed.Add(1)
+				}
+				continue
+			}
+			done[key] = below
 		}
 		marks = kv.fences()
 	}
