@@ -10,11 +10,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Every metric the collector exports is documented in docs/metrics.md, and
-// every homelock metric that the docs or the Grafana dashboard name exists.
+// Every metric the collectors export (the node's and a Guard's) is
+// documented in docs/metrics.md, and every homelock metric that the docs or
+// the Grafana dashboard name exists.
 func TestMetricsDocumented(t *testing.T) {
 	descs := make(chan *prometheus.Desc, 100)
 	NewCollector(&Node{cfg: Config{NodeID: "n1"}}).Describe(descs)
+	NewGuardCollector(nil, nil).Describe(descs)
 	close(descs)
 	fqName := regexp.MustCompile(`fqName: "([a-z_]+)"`)
 	var exported []string
