@@ -244,3 +244,100 @@ func TestPruneCrash(t *testing.T) {
 	t.Logf("%d crashes, %d of them part way through the deletions", len(clones), partial)
 	must.True(t, len(clones) >= 2, "only %d crashes taken", len(clones))
 }
+
+// TestPruneBesideWriters prunes resources while writers write them, with
+// each Prune below a fence a writer had acknowledged earlier: every
+// acknowledged write keeps its receipt or, below the fence its resource
+// was pruned below, is answered ErrPruned; the resources' positions are
+// their last acknowledged writes; and stale writers are still refused.
+func TestPruneBesideWriters(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, GuardOptions{CacheResources: 2})
+	resources := []string{"r0", "r1", "r2"}
+	type ack struct {
+		op  string
+		tok Token
+	}
+	var mu sync.Mutex
+	acked := map[string][]ack{}
+	var wg, writers sync.WaitGroup
+	for w, r := range resources {
+		writers.Add(1)
+		wg.Go(func() {
+			defer writers.Done()
+			for c := range uint64(300) {
+				tk := tok(1, 1, c+1)
+				signed := f.grant(r, "A", tk)
+				for seg := uint64(1); seg <= 2; seg++ {
+					op := fmt.Sprintf("w%d-%d-%d", w, c, seg)
+					if _, err := f.apply(mut(signed, r, "A", op, seg, op)); err != nil {
+						t.Errorf("%s: %v", op, err)
+						return
+					}
+					mu.Lock()
+					acked[r] = append(acked[r], ack{op, tk})
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	pruned := map[string]Token{}
+	writing := make(chan struct{})
+	go func() { writers.Wait(); close(writing) }()
+	deleted := 0
+	wg.Go(func() {
+		rng := rand.New(rand.NewPCG(7, 8))
+		for {
+			select {
+			case <-writing:
+				return
+			default:
+			}
+			r := resources[rng.IntN(len(resources))]
+			mu.Lock()
+			n := len(acked[r])
+			var below Token
+			if n > 0 {
+				below = acked[r][rng.IntN(n)].tok
+			}
+			mu.Unlock()
+			if below.IsZero() {
+				continue
+			}
+			n, err := f.g.Prune(ctx, r, below)
+			if err != nil {
+				t.Errorf("prune %s below %s: %v", r, below, err)
+				return
+			}
+			mu.Lock()
+			deleted += n
+			if pruned[r].Less(below) {
+				pruned[r] = below
+			}
+			mu.Unlock()
+		}
+	})
+	wg.Wait()
+	must.Len(t, pruned, len(resources), "every resource pruned while written")
+	must.True(t, deleted > 0, "nothing pruned")
+	t.Logf("%d receipts pruned while %d were written", deleted, 3*600)
+	for _, g := range []*fixture{f, reopened(t, f)} {
+		infos, err := g.g.Resources(ctx)
+		must.NoError(t, err)
+		for i, r := range resources {
+			must.Equal(t, pruned[r], infos[i].PrunedBelow, r)
+			must.Equal(t, tok(1, 1, 300), infos[i].Highest, r)
+			must.Equal(t, uint64(2), infos[i].LastSegment, r)
+			must.Equal(t, uint64(600), infos[i].Accepted, r)
+			for _, a := range acked[r] {
+				_, err := g.g.Receipt(ctx, r, a.op)
+				if a.tok.Less(pruned[r]) {
+					must.ErrorIs(t, err, ErrPruned, a.op)
+				} else {
+					must.NoError(t, err, a.op)
+				}
+			}
+			g.refused(mut(f.grant(r, "A", tok(1, 1, 1)), r, "A", "late", 3, "x"), ErrStaleOwner)
+		}
+	}
+}
