@@ -34,6 +34,9 @@ const pruneBatch = 1024
 //     resource over under a later fence has reconciled (see Unknown
 //     outcomes).
 //
+// To keep only each resource's current fence, prune every resource listed
+// by Resources below its Highest.
+//
 // Prune first records below in the resource's state record, synced, then
 // deletes: after a crash part way, the receipts left are still true, and
 // the next Prune (with any fence) finishes the deletions. It holds the
