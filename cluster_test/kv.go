@@ -241,6 +241,37 @@ func (kv *KV) fences() map[string]fence.Token {
 	return out
 }
 
+// Settle returns once the KV has no deferred work left, or when ctx is
+// done: with PruneEvery set, every key's receipts pruned below its current
+// fence now instead of a period or two later, and then no flush or
+// compaction running in its Pebble for three checks in a row. What a
+// measurement takes for an idle process afterwards is not this store
+// catching up.
+func (kv *KV) Settle(ctx context.Context) error {
+	if kv.stopPrune != nil {
+		for key, below := range kv.fences() {
+			if _, err := kv.guard.Prune(ctx, key, below); err != nil {
+				return err
+			}
+		}
+	}
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for quiet := 0; quiet < 3; {
+		if m := kv.db.Metrics(); m.Compact.NumInProgress == 0 && m.Flush.NumInProgress == 0 {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
 // PruneFailures counts the Prune calls that failed (0 on a sound store).
 func (kv *KV) PruneFailures() uint64 { return kv.pruneFailed.Load() }
 

@@ -287,3 +287,28 @@ func TestKVPrunesReceipts(t *testing.T) {
 		t.Fatalf("%d Prune calls failed", n)
 	}
 }
+
+// Settle prunes at once what the loop would prune a period or two later,
+// and returns with the Pebble quiet.
+func TestKVSettle(t *testing.T) {
+	ring := rcKeyRing(t)
+	kv, err := OpenKV(KVConfig{ID: "r", Dir: filepath.Join(t.TempDir(), "r"), KeyRing: ring, Domain: kvDomain, Operation: "lock", PruneEvery: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kv.Close()
+	ctx := context.Background()
+	for c := uint64(1); c <= 5; c++ {
+		kv.applyRemote(signedWrite(t, ring, "w", "k", tok(c), 1, c, "v"))
+	}
+	if err := kv.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	infos, err := kv.Guard().Resources(ctx)
+	if err != nil || len(infos) != 1 || infos[0].PrunedBelow != tok(5) {
+		t.Fatalf("after Settle: %+v, %v", infos, err)
+	}
+	if m := kv.db.Metrics(); m.Compact.NumInProgress != 0 || m.Flush.NumInProgress != 0 {
+		t.Fatalf("after Settle: %d compactions and %d flushes running", m.Compact.NumInProgress, m.Flush.NumInProgress)
+	}
+}

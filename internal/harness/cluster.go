@@ -197,6 +197,24 @@ func (c *cluster) close() {
 	_ = os.RemoveAll(c.dir)
 }
 
+// settleStores waits, at most storeSettleWait, until every KV has no
+// deferred work left (clustertest.KV.Settle).
+func (c *cluster) settleStores(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, storeSettleWait)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, kv := range c.kvs {
+		if kv != nil {
+			wg.Go(func() { _ = kv.Settle(ctx) })
+		}
+	}
+	wg.Wait()
+}
+
+// storeSettleWait bounds settleStores: past it the idle window starts
+// anyway, with the store's work in it.
+const storeSettleWait = 5 * time.Second
+
 // delegationMsgs sums, over every node, the messages and bytes sent of the
 // delegation kinds (epoch agreement and renewal rounds are background).
 func (c *cluster) delegationMsgs() (msgs, bytes uint64) {

@@ -216,6 +216,13 @@ func storePhase(key, dir string, warm bool) func(context.Context, *env) error {
 // ratio's two throughputs, taken at different times on a shared machine,
 // show only through their noise.
 func idleCPU(ctx context.Context, e *env) error {
+	if e.c != nil {
+		// The example store's deferred work (pruning the busy phases'
+		// receipts, Pebble's flushes and compactions) is the store's, not
+		// homelock's: the window starts once it is done, or after
+		// storeSettleWait.
+		e.c.settleStores(ctx)
+	}
 	c0, ok := processCPU()
 	if !ok {
 		return nil
