@@ -148,3 +148,50 @@ func mean(xs []int64) float64 {
 	}
 	return sum / float64(max(1, len(xs)))
 }
+
+// BenchmarkGuardPrune is what Prune costs a receipt: each iteration writes
+// pruneBenchWrites segments under one grant through the Guard (untimed),
+// then prunes them all below the next fence, on Pebble's in-memory FS with
+// Bloom filters. It reports ns/receipt; Prune is not on a write's path, and
+// its cost per receipt is what a store's pruning takes from its writes.
+func BenchmarkGuardPrune(b *testing.B) {
+	ring := newRing(b)
+	g, err := NewGuard(benchDB(b, false, true), ring, GuardOptions{Prefix: []byte(testPrefix), Domain: "cluster-a"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	key := []byte("biz/" + res)
+	stage := func(bt *pebble.Batch) error { return bt.Set(key, benchPayload, nil) }
+	var pruned int
+	var counter uint64
+	for b.Loop() {
+		b.StopTimer()
+		counter++
+		signed, _ := ring.Sign(baseGrant(res, "worker-settlement-7", tok(37, 2, counter)))
+		for seg := uint64(1); seg <= pruneBenchWrites; seg++ {
+			m := Mutation{Signed: signed, Resource: res, Owner: "worker-settlement-7", Operation: "write",
+				OpID: fmt.Sprintf("op-%d-%d", counter, seg), Segment: seg, Payload: benchPayload}
+			if _, err := g.Apply(ctx, m, stage); err != nil {
+				b.Fatal(err)
+			}
+		}
+		next, _ := ring.Sign(baseGrant(res, "worker-settlement-7", tok(37, 2, counter+1)))
+		if _, err := g.Apply(ctx, Mutation{Signed: next, Resource: res, Owner: "worker-settlement-7", Operation: "write",
+			OpID: fmt.Sprintf("op-%d-fence", counter), Segment: 1, Payload: benchPayload}, stage); err != nil {
+			b.Fatal(err)
+		}
+		counter++
+		b.StartTimer()
+		n, err := g.Prune(ctx, res, tok(37, 2, counter))
+		if err != nil {
+			b.Fatal(err)
+		}
+		pruned += n
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(max(1, pruned)), "ns/receipt")
+}
+
+// pruneBenchWrites is how many receipts each BenchmarkGuardPrune iteration
+// prunes (besides the fence write before the next iteration's).
+const pruneBenchWrites = 2000
