@@ -616,14 +616,14 @@ func (g *Guard) Receipt(ctx context.Context, resource, opID string) (Receipt, er
 	if !errors.Is(err, ErrNoReceipt) {
 		return rc, err
 	}
-	e, err := g.entry(s, resource)
-	if err != nil {
-		return Receipt{}, err
+	e, entryErr := g.entry(s, resource)
+	if entryErr != nil {
+		return Receipt{}, entryErr
 	}
 	if below := e.st.PrunedBelow; !below.IsZero() {
 		return Receipt{}, fmt.Errorf("%w: resource %q operation %q: no receipt, and those below %s were pruned", ErrPruned, resource, opID, below)
 	}
-	return Receipt{}, fmt.Errorf("%w: resource %q operation %q", ErrNoReceipt, resource, opID)
+	return Receipt{}, err
 }
 
 // receiptOf is Receipt with the resource's stripe held.
