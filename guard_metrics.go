@@ -19,7 +19,7 @@ import (
 type GuardCollector struct {
 	g                                 *fence.Guard
 	defaultMode, accepted, refused    *prometheus.Desc
-	pruned                            *prometheus.Desc
+	pruned, filterLoad, rebuilds      *prometheus.Desc
 	wouldRefuse, mode, resWouldRefuse *prometheus.Desc
 	highest                           *prometheus.Desc
 }
@@ -35,6 +35,8 @@ func NewGuardCollector(g *fence.Guard, labels prometheus.Labels) *GuardCollector
 		defaultMode:    d("default_mode", "1 for the Guard's default mode.", "mode"),
 		accepted:       d("accepted_total", "Fenced mutations accepted."),
 		pruned:         d("receipts_pruned_total", "Receipts (and their operation-index entries) that Guard.Prune deleted."),
+		filterLoad:     d("op_filter_load_ratio", "The operation filter's keys over its design load; past 1 its false positives cost reads."),
+		rebuilds:       d("op_filter_rebuilds_total", "Rebuilds of the operation filter after Prune deleted much of what it holds."),
 		refused:        d("refused_total", "Fenced mutations refused on enforced resources, by reason.", "reason"),
 		wouldRefuse:    d("would_refuse_total", "Mutations shadow-mode resources committed that enforcement would have refused, by reason.", "reason"),
 		mode:           d("resource_mode", "1 for the mode of a resource given one.", "resource", "mode"),
@@ -45,7 +47,7 @@ func NewGuardCollector(g *fence.Guard, labels prometheus.Labels) *GuardCollector
 
 // Describe implements prometheus.Collector.
 func (c *GuardCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.defaultMode, c.accepted, c.pruned, c.refused, c.wouldRefuse, c.mode, c.resWouldRefuse, c.highest} {
+	for _, d := range []*prometheus.Desc{c.defaultMode, c.accepted, c.pruned, c.filterLoad, c.rebuilds, c.refused, c.wouldRefuse, c.mode, c.resWouldRefuse, c.highest} {
 		ch <- d
 	}
 }
@@ -61,6 +63,8 @@ func (c *GuardCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.defaultMode, prometheus.GaugeValue, 1, s.DefaultMode.String())
 	ch <- prometheus.MustNewConstMetric(c.accepted, prometheus.CounterValue, float64(s.Accepted))
 	ch <- prometheus.MustNewConstMetric(c.pruned, prometheus.CounterValue, float64(s.Pruned))
+	ch <- prometheus.MustNewConstMetric(c.filterLoad, prometheus.GaugeValue, s.OpFilterLoad)
+	ch <- prometheus.MustNewConstMetric(c.rebuilds, prometheus.CounterValue, float64(s.OpFilterRebuilds))
 	for _, r := range fence.Reasons() {
 		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(s.Refused[r]), r.String())
 		ch <- prometheus.MustNewConstMetric(c.wouldRefuse, prometheus.CounterValue, float64(s.WouldRefuse[r]), r.String())

@@ -83,9 +83,11 @@
 //
 // A miss costs two point reads: a resource not in the cache, or an
 // operation ID the filter cannot rule out (past its design load, more of
-// them), and for a resource whose stored state is a floor, a seek to its last
-// receipt. The second is a lookup of a key that is not there: configure Bloom
-// filters on every level of the Pebble the Guard shares (UseBloomFilters
+// them: Prune rebuilds the filter once much of it is pruned, and
+// GuardStats.OpFilterLoad shows how full it is), and for a resource whose
+// stored state is a floor, a seek to its last receipt. The second is a
+// lookup of a key that is not there: configure Bloom filters on every
+// level of the Pebble the Guard shares (UseBloomFilters
 // does it), or that lookup reads a block of every sstable.
 //
 // A store that this Guard wrote through its cache holds floor state records

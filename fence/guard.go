@@ -129,7 +129,11 @@ type Guard struct {
 
 	seed    maphash.Seed
 	stripes [lockStripes]stripe
-	ops     *opFilter // nil: off
+	// ops is the operation filter (nil: off), opsNext its replacement
+	// while rebuildOpFilter fills one (opfilter.go).
+	ops           atomic.Pointer[opFilter]
+	opsNext       atomic.Pointer[opFilter]
+	opsRebuilding atomic.Bool
 	// quarCount and shadowCount are the number of quarantine and shadow log
 	// records, bounded by maxQuar and maxShadow.
 	quarCount   atomic.Int64
@@ -180,10 +184,11 @@ func NewGuard(db *pebble.DB, keys *KeyRing, opts GuardOptions) (*Guard, error) {
 		return nil, err
 	}
 	if b := cmp.Or(opts.OpIndexBytes, DefaultOpIndexBytes); b > 0 {
-		g.ops = newOpFilter(max(b, 64))
-		if err := g.fillOpFilter(); err != nil {
+		f := newOpFilter(max(b, 64))
+		if err := g.fillOpFilter(context.Background(), f); err != nil {
 			return nil, err
 		}
+		g.ops.Store(f)
 	}
 	n, err := g.countQuarantined()
 	if err != nil {
@@ -346,9 +351,7 @@ func (g *Guard) Apply(ctx context.Context, m Mutation, stage func(b *pebble.Batc
 	// Into the filter before the commit: if the commit's outcome is unknown,
 	// a false positive costs a read; a false negative would accept the
 	// operation twice (F7).
-	if g.ops != nil {
-		g.ops.add(opKey)
-	}
+	g.addOp(opKey)
 	if err := b.Commit(pebble.Sync); err != nil {
 		s.forget(m.Resource)
 		return Receipt{}, fmt.Errorf("fence: commit resource %q token %s: %w", m.Resource, gr.Token, err)

@@ -43,7 +43,27 @@ const pruneBatch = 1024
 // resource, as Apply does, while it deletes. A store that a Guard has pruned
 // is refused as corrupt by a Guard of an earlier release, which would answer
 // "no receipt" for a pruned operation.
+//
+// When Prune has deleted at least half of what the operation filter holds
+// (GuardOptions.OpIndexBytes), and that is past half the filter's design
+// load, the Prune that finds it so also rebuilds the filter from the index,
+// while writes go on: a pass over every index entry the store keeps.
 func (g *Guard) Prune(ctx context.Context, resource string, below Token) (int, error) {
+	n, err := g.prune(ctx, resource, below)
+	if err != nil {
+		return n, err
+	}
+	if f := g.ops.Load(); f != nil && f.worthRebuilding() {
+		if err := g.rebuildOpFilter(ctx); err != nil {
+			return n, fmt.Errorf("resource %q pruned below %s: %w", resource, below, err)
+		}
+	}
+	return n, nil
+}
+
+// prune is Prune without the filter's rebuild, which must not wait for the
+// stripes with one of them held.
+func (g *Guard) prune(ctx context.Context, resource string, below Token) (int, error) {
 	switch {
 	case len(resource) > MaxResourceLen:
 		return 0, fmt.Errorf("%w: resource over %d bytes", ErrTooLarge, MaxResourceLen)
@@ -110,6 +130,9 @@ func (g *Guard) deleteReceipts(ctx context.Context, res string, below Token) (in
 			return err
 		}
 		g.stats.pruned.Add(uint64(pending))
+		if f := g.ops.Load(); f != nil {
+			f.removed.Add(int64(pending))
+		}
 		n, pending = n+pending, 0
 		b.Close()
 		b = g.db.NewBatch()

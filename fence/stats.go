@@ -8,10 +8,12 @@ import (
 
 // guardCounters count what a Guard decided since NewGuard.
 type guardCounters struct {
-	accepted    atomic.Uint64
-	pruned      atomic.Uint64
-	refused     [reasonCount]atomic.Uint64
-	wouldRefuse [reasonCount]atomic.Uint64
+	accepted atomic.Uint64
+	pruned   atomic.Uint64
+	// opFilterRebuilds counts rebuildOpFilter's replacements.
+	opFilterRebuilds atomic.Uint64
+	refused          [reasonCount]atomic.Uint64
+	wouldRefuse      [reasonCount]atomic.Uint64
 }
 
 // GuardStats is what a Guard decided since NewGuard, for metrics. The
@@ -23,6 +25,13 @@ type GuardStats struct {
 	Accepted uint64
 	// Pruned counts the receipts Prune deleted.
 	Pruned uint64
+	// OpFilterLoad is the operation filter's keys over its design load
+	// (GuardOptions.OpIndexBytes): past 1, its false positives, each a
+	// point read on the write path, climb past 1.1%. Index entries Prune
+	// deleted count until a rebuild drops them; 0 when the filter is off.
+	OpFilterLoad float64
+	// OpFilterRebuilds counts the filter's rebuilds (see Prune).
+	OpFilterRebuilds uint64
 	// Refused counts refusals by reason, on enforced resources.
 	Refused ReasonCounts
 	// WouldRefuse counts, by reason, mutations shadow-mode resources
@@ -36,7 +45,11 @@ type GuardStats struct {
 
 // Stats returns the Guard's counters and the resources it lists by name.
 func (g *Guard) Stats(ctx context.Context) (GuardStats, error) {
-	s := GuardStats{DefaultMode: g.defaultMode, Accepted: g.stats.accepted.Load(), Pruned: g.stats.pruned.Load()}
+	s := GuardStats{DefaultMode: g.defaultMode, Accepted: g.stats.accepted.Load(), Pruned: g.stats.pruned.Load(),
+		OpFilterRebuilds: g.stats.opFilterRebuilds.Load()}
+	if f := g.ops.Load(); f != nil {
+		s.OpFilterLoad = float64(f.keys.Load()) / float64(f.design)
+	}
 	for r := range reasonCount {
 		s.Refused[r] = g.stats.refused[r].Load()
 		s.WouldRefuse[r] = g.stats.wouldRefuse[r].Load()
