@@ -57,7 +57,8 @@ type GuardOptions struct {
 	CacheResources int
 	// OpIndexBytes is the memory of the filter that proves an operation ID
 	// unused without a read; 0 means DefaultOpIndexBytes, negative turns it
-	// off (every new operation ID costs a point read).
+	// off (every new operation ID costs a point read). While Prune rebuilds
+	// the filter, a second one of this size exists.
 	OpIndexBytes int
 }
 

@@ -164,11 +164,11 @@ func (g *Guard) rebuildOpFilter(ctx context.Context) error {
 		case s.ch <- struct{}{}:
 			s.unlock()
 		case <-ctx.Done():
-			return fmt.Errorf("fence: rebuild the operation filter: %w", context.Cause(ctx))
+			return fmt.Errorf("rebuild the operation filter: %w", context.Cause(ctx))
 		}
 	}
 	if err := g.fillOpFilter(ctx, next); err != nil {
-		return fmt.Errorf("fence: rebuild the operation filter: %w", err)
+		return fmt.Errorf("rebuild the operation filter: %w", err)
 	}
 	g.ops.Store(next)
 	g.stats.opFilterRebuilds.Add(1)

@@ -55,7 +55,7 @@ func (g *Guard) Prune(ctx context.Context, resource string, below Token) (int, e
 	}
 	if f := g.ops.Load(); f != nil && f.worthRebuilding() {
 		if err := g.rebuildOpFilter(ctx); err != nil {
-			return n, fmt.Errorf("resource %q pruned below %s: %w", resource, below, err)
+			return n, fmt.Errorf("fence: prune resource %q below %s: %d receipts pruned, then: %w", resource, below, n, err)
 		}
 	}
 	return n, nil
