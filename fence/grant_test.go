@@ -347,3 +347,17 @@ func BenchmarkGrantVerify(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGrantSign is what signing costs a home at every grant it issues
+// (on a first lock's path: docs/design.md, "Where a first remote lock's time
+// goes").
+func BenchmarkGrantSign(b *testing.B) {
+	r := newRing(b)
+	g := baseGrant("invoice-batch/2026-07-19", "worker-settlement-7", tok(37, 2, 8842))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := r.Sign(g); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
