@@ -28,7 +28,8 @@ var (
 
 // TestSchedules drives a Guard through seeded adversarial schedules: owners
 // acquire, pause, write segments, resend, and lose acknowledgements; the
-// network delays, duplicates and reorders; the lock service restarts,
+// store prunes receipts (rebuilding the operation filter) and reopens its
+// Guard; the network delays, duplicates and reorders; the lock service restarts,
 // restores old snapshots, revokes issuer epochs and rotates keys; a forger
 // tampers, replays across resources, impersonates owners and brings grants
 // from a foreign domain. Each outcome is checked three ways:
@@ -91,6 +92,18 @@ func TestSchedules(t *testing.T) {
 		tot.refused.Load(), tot.attacksRefused.Load(), tot.staleRefused.Load(), tot.regressions.Load(), tot.quarantined.Load(), tot.lostAcks.Load())
 	t.Logf("violations: accepted stale writes %d, accepted forged grants %d, accepted skipped segments %d, accepted regressed tokens %d, failed checks that changed state %d, model mismatches %d",
 		tot.staleAccepted.Load(), tot.forgedAccepted.Load(), tot.skippedAccepted.Load(), tot.regressedAccepted.Load(), tot.failedChanged.Load(), tot.mismatches.Load())
+	t.Logf("store: %d prunes deleting %d receipts, %d filter rebuilds, %d Guards reopened; reused operation IDs: %d refused as duplicates, %d accepted",
+		tot.prunes.Load(), tot.prunedReceipts.Load(), tot.filterRebuilds.Load(), tot.guardReopens.Load(), tot.duplicateOps.Load(), tot.reusedAccepted.Load())
+	if n >= 1000 {
+		// The store's own steps must have run, or the model's pruned
+		// answers were never checked.
+		for name, v := range map[string]int64{"pruned receipts": tot.prunedReceipts.Load(), "filter rebuilds": tot.filterRebuilds.Load(), "Guard reopens": tot.guardReopens.Load(),
+			"duplicate operation refusals": tot.duplicateOps.Load(), "reused operation IDs accepted": tot.reusedAccepted.Load()} {
+			if v == 0 {
+				t.Errorf("%d schedules ran no %s", n, name)
+			}
+		}
+	}
 	for name, v := range map[string]int64{
 		"accepted stale writes": tot.staleAccepted.Load(), "accepted forged grants": tot.forgedAccepted.Load(),
 		"accepted skipped segments": tot.skippedAccepted.Load(), "accepted regressed tokens": tot.regressedAccepted.Load(),
@@ -105,6 +118,7 @@ func TestSchedules(t *testing.T) {
 type scheduleStats struct {
 	schedules, applies, accepted, replays, refused, attacksRefused, staleRefused, regressions, quarantined, lostAcks atomic.Int64
 	staleAccepted, forgedAccepted, skippedAccepted, regressedAccepted, failedChanged, mismatches                     atomic.Int64
+	prunes, prunedReceipts, filterRebuilds, guardReopens, duplicateOps, reusedAccepted                               atomic.Int64
 }
 
 func (s *scheduleStats) add(o *scheduleStats) {
@@ -114,6 +128,8 @@ func (s *scheduleStats) add(o *scheduleStats) {
 		{&s.regressions, &o.regressions}, {&s.quarantined, &o.quarantined}, {&s.lostAcks, &o.lostAcks},
 		{&s.staleAccepted, &o.staleAccepted}, {&s.forgedAccepted, &o.forgedAccepted}, {&s.skippedAccepted, &o.skippedAccepted},
 		{&s.regressedAccepted, &o.regressedAccepted}, {&s.failedChanged, &o.failedChanged}, {&s.mismatches, &o.mismatches},
+		{&s.prunes, &o.prunes}, {&s.prunedReceipts, &o.prunedReceipts}, {&s.filterRebuilds, &o.filterRebuilds}, {&s.guardReopens, &o.guardReopens},
+		{&s.duplicateOps, &o.duplicateOps}, {&s.reusedAccepted, &o.reusedAccepted},
 	} {
 		p[0].Add(p[1].Load())
 	}
@@ -151,6 +167,7 @@ type schedule struct {
 	ring   *KeyRing
 	prefix []byte
 	domain string // GuardOptions.Domain, "" or "A"
+	opts   GuardOptions
 
 	resources []string
 	owners    []string
@@ -168,6 +185,7 @@ type schedule struct {
 	history []*holding             // every grant ever issued, for paused/stale owners
 	net     []*msg
 	opSeq   int
+	sentOps map[string][]string // by resource, every operation ID sent
 
 	stats   scheduleStats
 	events  []string
@@ -186,6 +204,9 @@ type modelResource struct {
 	accepted uint64
 	byTok    map[Token]map[uint64]Receipt
 	ops      map[string]Receipt
+	// prunedBelow is the highest fence the resource was pruned below: the
+	// receipts under lower fences are gone from byTok and ops.
+	prunedBelow Token
 }
 
 // truthResource is ground truth for the release gate: what was accepted.
@@ -205,7 +226,7 @@ func runSchedule(db *pebble.DB, seed uint64) *schedule {
 		issuers: map[string]*issuerState{}, snapshots: map[string]issuerState{},
 		revoked: map[uint64]bool{}, retired: map[string]bool{},
 		model: map[string]*modelResource{}, truth: map[string]*truthResource{},
-		holds: map[[2]string]*holding{}, issuerEp: 1,
+		holds: map[[2]string]*holding{}, issuerEp: 1, sentOps: map[string][]string{},
 	}
 	s.stats.schedules.Add(1)
 	if s.rng.IntN(2) == 0 {
@@ -213,7 +234,11 @@ func runSchedule(db *pebble.DB, seed uint64) *schedule {
 	}
 	s.ring = NewKeyRing()
 	s.addKey()
-	g, err := NewGuard(db, s.ring, GuardOptions{Prefix: append(bytes.Clone(s.prefix), 'g', '/'), Domain: s.domain, MaxQuarantine: 1000})
+	s.opts = GuardOptions{Prefix: append(bytes.Clone(s.prefix), 'g', '/'), Domain: s.domain, MaxQuarantine: 1000}
+	if s.rng.IntN(2) == 0 {
+		s.opts.OpIndexBytes = 64 // one block: full at once, so "maybe" often needs the index
+	}
+	g, err := NewGuard(db, s.ring, s.opts)
 	if err != nil {
 		s.failure = err.Error()
 		return s
@@ -281,8 +306,19 @@ func (s *schedule) step() {
 		s.resend()
 	case p < 73:
 		s.staleWrite()
-	case p < 85:
+	case p < 82:
 		s.attack()
+	case p < 84:
+		s.prune(s.pick(s.resources))
+	case p < 85:
+		g, err := NewGuard(s.db, s.ring, s.opts)
+		if err != nil {
+			s.fail("reopen the Guard: %v", err)
+			return
+		}
+		s.g = g
+		s.stats.guardReopens.Add(1)
+		s.event("reopen the Guard")
 	case p < 88:
 		r := s.pick(s.resources)
 		is := s.issuers[r]
@@ -366,6 +402,13 @@ func (s *schedule) write(owner, r string) {
 	}
 	h.next++
 	m := s.newMsg(h, seg, "write")
+	if ops := s.sentOps[r]; len(ops) > 0 && s.rng.IntN(4) == 0 {
+		// An owner that took the resource over sends again an operation
+		// whose outcome it does not know: the Guard must refuse it if any
+		// kept receipt has it (F7), and may take it if it was pruned.
+		m.m.OpID, m.label = ops[s.rng.IntN(len(ops))], "reused-op"
+	}
+	s.sentOps[r] = append(s.sentOps[r], m.m.OpID)
 	s.net = append(s.net, m)
 	s.event("send %s %s %s seg %d %s", owner, r, h.grant.Token, seg, m.m.OpID)
 }
@@ -416,6 +459,71 @@ func (s *schedule) staleWrite() {
 	m := s.newMsg(h, 1+s.rng.Uint64N(4), "paused-owner")
 	s.net = append(s.net, m)
 	s.event("paused owner %s %s %s seg %d", h.grant.Owner, h.grant.Resource, h.grant.Token, m.m.Segment)
+}
+
+// prune prunes r below the token of a grant ever issued for it, which may
+// lie above its highest fence, and sometimes rebuilds the operation filter
+// after it. The model drops the receipts below the fence; what it then
+// predicts for them (a pruned operation ID is new again, a regressed token
+// below the fence is only stale, Receipt says ErrPruned) the deliveries and
+// lost acknowledgements check.
+func (s *schedule) prune(r string) {
+	var below Token
+	if mr := s.model[r]; mr.bound && s.rng.IntN(2) == 0 {
+		below = mr.highest // keep only the current fence's receipts
+	} else {
+		for _, h := range s.history {
+			if h.grant.Resource == r && (below.IsZero() || s.rng.IntN(2) == 0) {
+				below = h.grant.Token
+			}
+		}
+	}
+	if below.IsZero() {
+		return
+	}
+	n, err := s.g.Prune(context.Background(), r, below)
+	s.event("prune %s below %s -> %d, %v", r, below, n, errOrOK(err))
+	mr := s.model[r]
+	switch {
+	case !mr.bound:
+		if n != 0 || err != nil {
+			s.fail("Prune of %s, which accepted nothing, = %d, %v", r, n, err)
+		}
+		return
+	case below.Compare(mr.highest) > 0:
+		if !errors.Is(err, ErrPruneAboveHighest) {
+			s.fail("Prune of %s below %s, above its highest %s = %d, %v", r, below, mr.highest, n, err)
+		}
+		return
+	case err != nil:
+		s.fail("Prune of %s below %s: %v", r, below, err)
+		return
+	}
+	if mr.prunedBelow.Less(below) {
+		mr.prunedBelow = below
+	}
+	want := 0
+	for tok, segs := range mr.byTok {
+		if tok.Less(mr.prunedBelow) {
+			for _, rc := range segs {
+				delete(mr.ops, rc.OpID)
+				want++
+			}
+			delete(mr.byTok, tok)
+		}
+	}
+	if n != want {
+		s.fail("Prune of %s below %s deleted %d receipts; the model had %d below it", r, below, n, want)
+	}
+	s.stats.prunes.Add(1)
+	s.stats.prunedReceipts.Add(int64(n))
+	if s.rng.IntN(2) == 0 {
+		if err := s.g.rebuildOpFilter(context.Background()); err != nil {
+			s.fail("rebuild the operation filter: %v", err)
+		}
+		s.stats.filterRebuilds.Add(1)
+		s.event("rebuild the operation filter")
+	}
 }
 
 func (s *schedule) attack() {
@@ -600,6 +708,8 @@ func (s *schedule) deliver(i int, duplicate bool) {
 			s.stats.regressions.Add(1)
 		case errors.Is(err, ErrQuarantined):
 			s.stats.quarantined.Add(1)
+		case errors.Is(err, ErrDuplicateOp):
+			s.stats.duplicateOps.Add(1)
 		}
 		if !bytes.Equal(before, s.dumpState()) || staged {
 			s.stats.failedChanged.Add(1)
@@ -627,6 +737,9 @@ func (s *schedule) deliver(i int, duplicate bool) {
 		}
 	} else {
 		s.stats.accepted.Add(1)
+		if x.label == "reused-op" {
+			s.stats.reusedAccepted.Add(1)
+		}
 		payloadByDigest.Store(rc.PayloadDigest, bytes.Clone(x.m.Payload))
 		if x.attack {
 			s.stats.forgedAccepted.Add(1)
@@ -667,12 +780,19 @@ func (s *schedule) lostAck(x *msg) {
 	}
 	s.stats.lostAcks.Add(1)
 	got, err := s.g.Receipt(context.Background(), x.m.Resource, x.m.OpID)
-	want, ok := s.model[x.m.Resource].ops[x.m.OpID]
+	mr := s.model[x.m.Resource]
+	want, ok := mr.ops[x.m.OpID]
+	// A pruned resource cannot tell a pruned operation from one it never
+	// took.
+	none := ErrNoReceipt
+	if !mr.prunedBelow.IsZero() {
+		none = ErrPruned
+	}
 	switch {
 	case ok && (err != nil || got != want):
 		s.fail("Receipt(%s) = %+v, %v; model has %+v", x.m.OpID, got, err, want)
-	case !ok && !errors.Is(err, ErrNoReceipt):
-		s.fail("Receipt(%s) = %+v, %v; model has none", x.m.OpID, got, err)
+	case !ok && !errors.Is(err, none):
+		s.fail("Receipt(%s) = %+v, %v; model has none, want %v", x.m.OpID, got, err, none)
 	}
 }
 
