@@ -40,6 +40,10 @@
 //     and drops unsynced data: the Guard never accepts a token not above
 //     one it acknowledged, and every acknowledged write and receipt
 //     survives (guardsim.go);
+//   - G6 in the same seeds, writes sometimes send an earlier acknowledged
+//     write's operation ID again and the store prunes between crashes: the
+//     Guard refuses the ID while its receipt is kept and takes it as new once
+//     pruned (guardsim.go);
 //   - G5 the homes sign their grants as production's do, and every
 //     section's signed grant verifies and names its own key, node and
 //     delegation, a re-sent Grant's signed again included (signing.go);

@@ -18,6 +18,7 @@ import (
 const (
 	invGuardOrder = "G3 the Guard never accepts a stale token"
 	invGuardLost  = "G4 nothing acknowledged as synced is lost"
+	invGuardOnce  = "G6 an operation is applied at most once while its receipt is kept"
 )
 
 // guardEvery: one seed in guardEvery runs the guarded store. Opening a
@@ -48,16 +49,30 @@ type guardStore struct {
 	checked map[string]int
 	// pruned is, per resource, the fence its receipts were pruned below;
 	// crashedAt, the highest token acknowledged at the last crash, which the
-	// next crash prunes below.
+	// next crash prunes below; marked, the highest token acknowledged at the
+	// resource's last prune between crashes, which its next one prunes below.
 	pruned    map[string]fence.Token
 	crashedAt map[string]fence.Token
+	marked    map[string]fence.Token
+	rebuilds  uint64 // the Guard's filter rebuilds counted so far
 }
 
-// guardAck is one acknowledged write: its operation and token.
+// guardAck is one acknowledged write: its operation and token. superseded
+// marks an operation whose receipt was pruned and which a later write took
+// again under the same ID: its receipt is that write's now.
 type guardAck struct {
-	op  string
-	tok fence.Token
+	op         string
+	tok        fence.Token
+	superseded bool
 }
+
+// guardReuseOne: one write in guardReuseOne sends again the operation ID
+// of an earlier acknowledged write to its resource, as a worker that took
+// a resource over does with an operation whose outcome it does not know;
+// guardPruneOne: one acknowledged write in guardPruneOne prunes its
+// resource, so that the Guard judges later writes, reused IDs among them,
+// with pruned receipts and a rebuilt operation filter.
+const guardReuseOne, guardPruneOne = 6, 12
 
 var guardPrefix = []byte("\x00fence/")
 
@@ -65,7 +80,7 @@ func newGuardStore(s *Sim) *guardStore {
 	gs := &guardStore{
 		s: s, fs: vfs.NewCrashableMem(), rng: newRand(s.rng.Uint64()),
 		acked: map[string][]guardAck{}, highest: map[string]fence.Token{}, value: map[string][]byte{}, checked: map[string]int{},
-		pruned: map[string]fence.Token{}, crashedAt: map[string]fence.Token{},
+		pruned: map[string]fence.Token{}, crashedAt: map[string]fence.Token{}, marked: map[string]fence.Token{},
 	}
 	gs.open()
 	return gs
@@ -76,11 +91,11 @@ func (gs *guardStore) open() {
 	if err != nil {
 		panic(fmt.Sprintf("guarded store: open: %v", err))
 	}
-	g, err := fence.NewGuard(db, simRing, fence.GuardOptions{Prefix: guardPrefix, Domain: simDomain, OpIndexBytes: 4 << 10})
+	g, err := fence.NewGuard(db, simRing, fence.GuardOptions{Prefix: guardPrefix, Domain: simDomain, OpIndexBytes: 256})
 	if err != nil {
 		panic(fmt.Sprintf("guarded store: guard: %v", err))
 	}
-	gs.db, gs.g = db, g
+	gs.db, gs.g, gs.rebuilds = db, g, 0
 }
 
 func (gs *guardStore) close() {
@@ -98,6 +113,14 @@ func (gs *guardStore) write(cs *critical) {
 	s := gs.s
 	gs.ops++
 	op := fmt.Sprintf("op%d", gs.ops)
+	reused := -1 // the acknowledged write that holds the ID this one sends again
+	if acked := gs.acked[cs.key]; len(acked) > 0 && gs.rng.IntN(guardReuseOne) == 0 {
+		op = acked[gs.rng.IntN(len(acked))].op
+		reused = gs.holderOf(cs.key, op)
+	}
+	// Kept: the Guard has the ID's receipt, so it must refuse the ID under
+	// any new fence (F7); pruned, it must take it as new.
+	kept := reused >= 0 && !gs.acked[cs.key][reused].tok.Less(gs.pruned[cs.key])
 	val := []byte(fmt.Sprintf("%s by %s", cs.token, op))
 	// The grant the home signed and the holder handed the section: a
 	// re-sent Grant's, signed again, included (it must fence alike).
@@ -113,8 +136,28 @@ func (gs *guardStore) write(cs *critical) {
 				cs.node.id, cs.key, cs.token, h)
 			return
 		}
+		if kept {
+			s.check.fail(invGuardOnce, "the Guard accepted %s again on %s under %s, while its receipt under %s is kept (pruned below %s)",
+				op, cs.key, cs.token, gs.acked[cs.key][reused].tok, gs.pruned[cs.key])
+			return
+		}
+		if reused >= 0 {
+			gs.acked[cs.key][reused].superseded = true
+			s.faults["guard_reused_accepted"]++
+			s.trace("guard took pruned %s again %s %s %s", op, cs.node.id, cs.key, cs.token)
+		}
 		gs.highest[cs.key], gs.value[cs.key] = cs.token, val
-		gs.acked[cs.key] = append(gs.acked[cs.key], guardAck{op, cs.token})
+		gs.acked[cs.key] = append(gs.acked[cs.key], guardAck{op: op, tok: cs.token})
+		if gs.rng.IntN(guardPruneOne) == 0 {
+			gs.prune(cs.key, gs.marked[cs.key])
+			gs.marked[cs.key] = cs.token
+		}
+	case errors.Is(err, fence.ErrDuplicateOp) && kept:
+		s.faults["guard_duplicate_refused"]++
+		s.trace("guard refused duplicate %s %s %s %s", op, cs.node.id, cs.key, cs.token)
+	case errors.Is(err, fence.ErrDuplicateOp) && reused >= 0:
+		s.check.fail(invGuardOnce, "the Guard refused %s on %s under %s as a duplicate, but its receipt under %s was pruned below %s: %v",
+			op, cs.key, cs.token, gs.acked[cs.key][reused].tok, gs.pruned[cs.key], err)
 	case errors.Is(err, fence.ErrStaleOwner):
 		s.faults["guard_stale_refused"]++
 		s.trace("guard refused stale %s %s %s", cs.node.id, cs.key, cs.token)
@@ -137,16 +180,9 @@ func (gs *guardStore) crash(last bool) {
 	s.trace("store crash")
 	ctx := context.Background()
 	for _, key := range sortedKeys(gs.acked) {
-		below, ok := gs.crashedAt[key]
-		if !ok || !gs.pruned[key].Less(below) {
-			continue
-		}
-		if _, err := gs.g.Prune(ctx, key, below); err != nil {
-			s.check.fail(invGuardLost, "pruning %s below %s: %v", key, below, err)
+		if !gs.prune(key, gs.crashedAt[key]) {
 			return
 		}
-		gs.pruned[key] = below
-		s.faults["guard_prune"]++
 	}
 	for key, h := range gs.highest {
 		gs.crashedAt[key] = h
@@ -165,6 +201,9 @@ func (gs *guardStore) crash(last bool) {
 		}
 		gs.checked[key] = len(gs.acked[key])
 		for _, a := range ops {
+			if a.superseded {
+				continue // its ID's receipt is a later write's
+			}
 			_, err := gs.g.Receipt(ctx, key, a.op)
 			switch pruned := a.tok.Less(gs.pruned[key]); {
 			case pruned && !errors.Is(err, fence.ErrPruned):
@@ -188,6 +227,42 @@ func (gs *guardStore) crash(last bool) {
 			return
 		}
 	}
+}
+
+// holderOf is the index of the acknowledged write to key that holds op's
+// receipt: the last one under that ID.
+func (gs *guardStore) holderOf(key, op string) int {
+	acked := gs.acked[key]
+	for i := len(acked) - 1; i >= 0; i-- {
+		if acked[i].op == op {
+			return i
+		}
+	}
+	return -1
+}
+
+// prune prunes key's receipts below below, a fence acknowledged earlier
+// (nothing if it is zero or the key was pruned that far), and counts the
+// operation filter's rebuilds that Prune does. It reports false after a
+// violation.
+func (gs *guardStore) prune(key string, below fence.Token) bool {
+	s := gs.s
+	if below.IsZero() || !gs.pruned[key].Less(below) {
+		return true
+	}
+	ctx := context.Background()
+	if _, err := gs.g.Prune(ctx, key, below); err != nil {
+		s.check.fail(invGuardLost, "pruning %s below %s: %v", key, below, err)
+		return false
+	}
+	gs.pruned[key] = below
+	s.faults["guard_prune"]++
+	s.trace("guard pruned %s below %s", key, below)
+	if st, err := gs.g.Stats(ctx); err == nil && st.OpFilterRebuilds > gs.rebuilds {
+		gs.rebuilds = st.OpFilterRebuilds
+		s.faults["guard_filter_rebuild"]++
+	}
+	return true
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -33,3 +33,28 @@ func BenchmarkGuardSeed(b *testing.B) {
 		})
 	}
 }
+
+// TestGuardStoreExercised: over forty guarded seeds the guarded store does
+// all it is there for, so G3, G4 and G6 judge something: stale writes
+// refused, prunes between and at crashes, filter rebuilds, and operation IDs
+// sent again, refused while their receipts are kept and taken once pruned.
+func TestGuardStoreExercised(t *testing.T) {
+	batchGC(t)
+	seen := map[string]int{}
+	for i := range uint64(40) {
+		r := Run(DefaultSimConfig(guardEvery * (i + 1)))
+		if r.Failed() {
+			t.Fatal(r.Report())
+		}
+		for k, v := range r.Faults {
+			seen[k] += v
+		}
+	}
+	t.Logf("%v", seen)
+	for _, k := range []string{"guard", "guard_write", "guard_stale_refused", "store_crash", "guard_prune",
+		"guard_filter_rebuild", "guard_duplicate_refused", "guard_reused_accepted"} {
+		if seen[k] == 0 {
+			t.Errorf("%q never happened in 40 guarded seeds", k)
+		}
+	}
+}
