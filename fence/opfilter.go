@@ -83,8 +83,9 @@ func (f *opFilter) mayContain(key []byte) bool {
 
 // worthRebuilding reports whether a rebuild would at least halve a load
 // that is past half the design load: below that the false positives are
-// already rare, and each rebuild reads every live index entry once, so it
-// comes after at least a quarter of the design load's writes.
+// already rare. A rebuild reads every live index entry once, which is at
+// most as many as Prune deleted since the filter was made: the rebuild
+// costs a pruned entry at most one more read.
 func (f *opFilter) worthRebuilding() bool {
 	k := f.keys.Load()
 	return k > f.design/2 && f.removed.Load() >= k/2
