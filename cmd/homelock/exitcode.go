@@ -31,6 +31,7 @@ const exitCodesHelp = `Exit status of homelock lock:
   120             lock lost while COMMAND ran (lease ran out or revoked): COMMAND was stopped
   121             node unreachable: refused, or no answer within --wait
   122             unavailable: no epoch liveness, not a member, mixed protocol versions,
+                  the key's home silent or in its gate when --wait ran out,
                   too many delegations, node shutting down
   123             not acquired in time: still queued behind a holder when --wait ran out
                   (at once with --try)
