@@ -196,6 +196,20 @@ func TestLockWaitAgainstMuteListener(t *testing.T) {
 	t.Logf("--wait 500ms against a mute port: %v (exit %d)", took.Round(time.Millisecond), code)
 }
 
+// homelock status against a port that accepts and never answers (a paused
+// node) gives up at --timeout and says why.
+func TestStatusAgainstMuteListener(t *testing.T) {
+	addr := muteListener(t)
+	var out, errOut bytes.Buffer
+	start := time.Now()
+	code := run([]string{"status", "--node", addr, "--timeout", "300ms"}, &out, &errOut)
+	took := time.Since(start)
+	require.Equal(t, exitFailed, code, errOut.String())
+	require.Empty(t, out.String())
+	require.Contains(t, errOut.String(), "did not answer within --timeout 300ms: paused")
+	require.Less(t, took, 300*time.Millisecond+answerMargin+time.Second, "--timeout 300ms against a mute port took %v", took)
+}
+
 // A refused connection is "node unreachable" at once.
 func TestLockNodeRefused(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

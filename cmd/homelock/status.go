@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -34,6 +35,12 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	conn, err := api.dial(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		// A paused node's kernel still accepts the connection; nothing
+		// answers on it.
+		fmt.Fprintf(stderr, "homelock status: node %s did not answer within --timeout %v: paused, cut off, or not a homelock node\n", api.node, *timeout)
+		return exitFailed
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "homelock status: %v\n", err)
 		return exitFailed
