@@ -45,15 +45,22 @@ type entry struct {
 	modeRead bool
 }
 
-// lock takes the stripe of res. A stripe is a channel so that waiting honours
-// ctx.
+// lock takes the stripe of res.
 func (g *Guard) lock(ctx context.Context, res string) (*stripe, error) {
 	s := &g.stripes[maphash.String(g.seed, res)%lockStripes]
+	if err := s.lock(ctx); err != nil {
+		return nil, fmt.Errorf("fence: resource %q: %w", res, err)
+	}
+	return s, nil
+}
+
+// lock takes s. A stripe is a channel so that waiting honours ctx.
+func (s *stripe) lock(ctx context.Context) error {
 	select {
 	case s.ch <- struct{}{}:
-		return s, nil
+		return nil
 	case <-ctx.Done():
-		return nil, fmt.Errorf("fence: resource %q: %w", res, context.Cause(ctx))
+		return context.Cause(ctx)
 	}
 }
 

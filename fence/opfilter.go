@@ -160,13 +160,10 @@ func (g *Guard) rebuildOpFilter(ctx context.Context) error {
 	g.opsNext.Store(next)
 	defer g.opsNext.Store(nil)
 	for i := range g.stripes {
-		s := &g.stripes[i]
-		select {
-		case s.ch <- struct{}{}:
-			s.unlock()
-		case <-ctx.Done():
-			return fmt.Errorf("rebuild the operation filter: %w", context.Cause(ctx))
+		if err := g.stripes[i].lock(ctx); err != nil {
+			return fmt.Errorf("rebuild the operation filter: %w", err)
 		}
+		g.stripes[i].unlock()
 	}
 	if err := g.fillOpFilter(ctx, next); err != nil {
 		return fmt.Errorf("rebuild the operation filter: %w", err)
