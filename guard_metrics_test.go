@@ -82,6 +82,7 @@ func TestGuardCollector(t *testing.T) {
 		"homelock_fence_default_mode,mode=shadow":                                         1,
 		"homelock_fence_accepted_total":                                                   3,
 		"homelock_fence_receipts_pruned_total":                                            1,
+		"homelock_fence_op_filter_rebuilds_total":                                         0,
 		"homelock_fence_refused_total,reason=stale_owner":                                 1,
 		"homelock_fence_would_refuse_total,reason=stale_owner":                            1,
 		"homelock_fence_would_refuse_total,reason=bad_grant":                              0,
@@ -94,5 +95,14 @@ func TestGuardCollector(t *testing.T) {
 		if v, ok := got[k]; !ok || v != want {
 			t.Errorf("%s = %v (present %v), want %v", k, v, ok, want)
 		}
+	}
+	// The filter holds the three accepted operations' keys, the pruned one's
+	// too until a rebuild: its load is theirs over its design load.
+	st, err := g.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := got["homelock_fence_op_filter_load_ratio"]; v <= 0 || v != st.OpFilterLoad {
+		t.Errorf("homelock_fence_op_filter_load_ratio = %v, want GuardStats.OpFilterLoad %v, above 0", v, st.OpFilterLoad)
 	}
 }
