@@ -130,10 +130,9 @@ type Guard struct {
 
 	seed    maphash.Seed
 	stripes [lockStripes]stripe
-	// ops is the operation filter (nil: off), opsNext its replacement
-	// while rebuildOpFilter fills one (opfilter.go).
-	ops           atomic.Pointer[opFilter]
-	opsNext       atomic.Pointer[opFilter]
+	// ops is the operation filter and its replacement while
+	// rebuildOpFilter fills one (nil: the filter is off; opfilter.go).
+	ops           atomic.Pointer[opFilters]
 	opsRebuilding atomic.Bool
 	// quarCount and shadowCount are the number of quarantine and shadow log
 	// records, bounded by maxQuar and maxShadow.
@@ -189,7 +188,7 @@ func NewGuard(db *pebble.DB, keys *KeyRing, opts GuardOptions) (*Guard, error) {
 		if err := g.fillOpFilter(context.Background(), f); err != nil {
 			return nil, err
 		}
-		g.ops.Store(f)
+		g.ops.Store(&opFilters{cur: f})
 	}
 	n, err := g.countQuarantined()
 	if err != nil {

@@ -108,24 +108,40 @@ func (g *Guard) fillOpFilter(ctx context.Context, f *opFilter) error {
 	return errors.Join(it.Error(), it.Close(), context.Cause(ctx))
 }
 
-// addOp adds an operation index key to the filter before its commit. While
-// a rebuild is filling a replacement, the key goes into both: opsNext is
-// read first, so that whichever filter the rebuild leaves in place has it
-// (rebuildOpFilter).
-func (g *Guard) addOp(key []byte) {
-	next := g.opsNext.Load()
-	if f := g.ops.Load(); f != nil {
-		f.add(key)
+// opFilters is the operation filter in place and, while rebuildOpFilter
+// fills one, its replacement. A pair is never changed, only replaced, so an
+// Apply reads both from one atomic load: there is no moment at which it could
+// see the replacement in place but not the filter it replaces, or the reverse.
+type opFilters struct {
+	cur, next *opFilter
+}
+
+// opFilter is the filter in place, nil when it is off.
+func (g *Guard) opFilter() *opFilter {
+	if p := g.ops.Load(); p != nil {
+		return p.cur
 	}
-	if next != nil {
-		next.add(key)
+	return nil
+}
+
+// addOp adds an operation index key to the filter before its commit. While
+// a rebuild is filling a replacement, the key goes into both, so that
+// whichever filter the rebuild leaves in place has it (rebuildOpFilter).
+func (g *Guard) addOp(key []byte) {
+	p := g.ops.Load()
+	if p == nil {
+		return
+	}
+	p.cur.add(key)
+	if p.next != nil {
+		p.next.add(key)
 	}
 }
 
 // opRefAt is opRef of the operation index key key, reading Pebble only when
 // the filter cannot rule the key out.
 func (g *Guard) opRefAt(key []byte, res, opID string) (Token, uint64, bool, error) {
-	if f := g.ops.Load(); f != nil && !f.mayContain(key) {
+	if f := g.opFilter(); f != nil && !f.mayContain(key) {
 		return Token{}, 0, false, nil
 	}
 	return g.opRef(res, opID)
@@ -136,39 +152,40 @@ func (g *Guard) opRefAt(key []byte, res, opID string) (Token, uint64, bool, erro
 // every index key committed before it takes over, or F7 breaks (a "no" for
 // an operation ID that has a receipt):
 //
-//  1. opsNext is published, so every Apply that reads it afterwards adds its
-//     key to the replacement too;
+//  1. the pair (old, replacement) is published, so every Apply that loads
+//     it afterwards adds its key to the replacement too;
 //  2. every stripe is taken and let go once: an Apply holds its stripe from
-//     before it reads opsNext until after its commit, so the Applies that
-//     may have missed opsNext have all committed (or failed) now;
+//     before it loads the pair until after its commit, so the Applies that
+//     may have loaded the old filter alone have all committed (or failed)
+//     now;
 //  3. the index is read into the replacement: it holds what those Applies
 //     committed, and every later Apply adds its own key;
-//  4. the replacement takes over, and opsNext is cleared. An Apply that read
-//     ops before the swap read opsNext before that too (addOp's order), so
-//     it saw the replacement.
+//  4. the replacement alone takes over. An Apply that loaded the pair
+//     before this adds to both, so to the replacement as well.
 //
 // The old filter stays correct throughout (it keeps taking every key), so a
 // rebuild stopped by ctx just drops the replacement. One rebuild runs at a
 // time; a second caller returns at once.
 func (g *Guard) rebuildOpFilter(ctx context.Context) error {
-	old := g.ops.Load()
+	old := g.opFilter()
 	if old == nil || !g.opsRebuilding.CompareAndSwap(false, true) {
 		return nil
 	}
 	defer g.opsRebuilding.Store(false)
 	next := newOpFilter(len(old.words) * 8)
-	g.opsNext.Store(next)
-	defer g.opsNext.Store(nil)
+	g.ops.Store(&opFilters{cur: old, next: next})
 	for i := range g.stripes {
 		if err := g.stripes[i].lock(ctx); err != nil {
+			g.ops.Store(&opFilters{cur: old})
 			return fmt.Errorf("rebuild the operation filter: %w", err)
 		}
 		g.stripes[i].unlock()
 	}
 	if err := g.fillOpFilter(ctx, next); err != nil {
+		g.ops.Store(&opFilters{cur: old})
 		return fmt.Errorf("rebuild the operation filter: %w", err)
 	}
-	g.ops.Store(next)
+	g.ops.Store(&opFilters{cur: next})
 	g.stats.opFilterRebuilds.Add(1)
 	return nil
 }

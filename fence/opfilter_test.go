@@ -102,13 +102,13 @@ func TestOpFilterRebuildAfterPrune(t *testing.T) {
 	_, err := f.g.Prune(ctx, r, tok(1, 1, 400))
 	must.NoError(t, err)
 	must.Equal(t, uint64(0), stats().OpFilterRebuilds, "399 of 1,200 pruned: not worth a rebuild")
-	before := f.g.ops.Load()
+	before := f.g.opFilter()
 
 	_, err = f.g.Prune(ctx, r, tok(1, 1, 1101))
 	must.NoError(t, err)
 	s := stats()
 	must.Equal(t, uint64(1), s.OpFilterRebuilds)
-	must.True(t, f.g.ops.Load() != before, "the filter was replaced")
+	must.True(t, f.g.opFilter() != before, "the filter was replaced")
 	must.Equal(t, 100.0/float64(before.design), s.OpFilterLoad, "the rebuilt filter holds the 100 kept keys")
 
 	maybe := func(fl *opFilter, from, to int) (n int) {
@@ -120,15 +120,15 @@ func TestOpFilterRebuildAfterPrune(t *testing.T) {
 		return n
 	}
 	must.Equal(t, 1100, maybe(before, 1, 1100), "the old filter answers maybe for every pruned ID")
-	must.True(t, maybe(f.g.ops.Load(), 1, 1100) < 20, "the rebuilt filter rules out most pruned IDs: %d of 1,100 maybe", maybe(f.g.ops.Load(), 1, 1100))
-	must.Equal(t, 100, maybe(f.g.ops.Load(), 1101, 1200), "every kept ID is in the rebuilt filter")
+	must.True(t, maybe(f.g.opFilter(), 1, 1100) < 20, "the rebuilt filter rules out most pruned IDs: %d of 1,100 maybe", maybe(f.g.opFilter(), 1, 1100))
+	must.Equal(t, 100, maybe(f.g.opFilter(), 1101, 1200), "every kept ID is in the rebuilt filter")
 
 	// F7 for the kept receipts, through the rebuilt filter.
 	_, err = f.apply(mut(f.grant(r, "A", tok(1, 1, 1300)), r, "A", "op1150", 1, "again"))
 	must.ErrorIs(t, err, ErrDuplicateOp)
 	// And the filter keeps taking new keys.
 	writeOps(t, f, r, 1301, 10)
-	must.Equal(t, 10, maybe(f.g.ops.Load(), 1301, 1310))
+	must.Equal(t, 10, maybe(f.g.opFilter(), 1301, 1310))
 }
 
 // TestOpFilterRebuildCanceled: a rebuild stopped by its context leaves the
@@ -137,15 +137,15 @@ func TestOpFilterRebuildAfterPrune(t *testing.T) {
 func TestOpFilterRebuildCanceled(t *testing.T) {
 	f := newFixture(t, GuardOptions{OpIndexBytes: 1024})
 	writeOps(t, f, "res", 1, 3000) // more than one fill batch, so the fill checks ctx
-	before := f.g.ops.Load()
+	before := f.g.opFilter()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	must.ErrorIs(t, f.g.rebuildOpFilter(ctx), context.Canceled)
-	must.True(t, f.g.ops.Load() == before, "the filter was kept")
-	must.True(t, f.g.opsNext.Load() == nil, "no replacement left behind")
+	must.True(t, f.g.opFilter() == before, "the filter was kept")
+	must.True(t, f.g.ops.Load().next == nil, "no replacement left behind")
 	must.False(t, f.g.opsRebuilding.Load())
 	must.NoError(t, f.g.rebuildOpFilter(context.Background()), "a later rebuild runs")
-	must.True(t, f.g.ops.Load() != before)
+	must.True(t, f.g.opFilter() != before)
 }
 
 // TestOpFilterRebuildBesideWriters rebuilds the filter over and over while
@@ -168,7 +168,7 @@ func TestOpFilterRebuildBesideWriters(t *testing.T) {
 					t.Errorf("%s: %v", op, err)
 					return
 				}
-				if !f.g.ops.Load().mayContain(f.g.opKey(r, op)) {
+				if !f.g.opFilter().mayContain(f.g.opKey(r, op)) {
 					lost.Add(1)
 				}
 			}
@@ -199,7 +199,7 @@ func TestOpFilterRebuildBesideWriters(t *testing.T) {
 	keys := 0
 	must.NoError(t, f.g.scan(ctx, lower, upper, func(key, _ []byte) error {
 		keys++
-		must.True(t, f.g.ops.Load().mayContain(key), "index key %q not in the filter", key)
+		must.True(t, f.g.opFilter().mayContain(key), "index key %q not in the filter", key)
 		return nil
 	}))
 	must.Equal(t, writers*perWriter, keys)

@@ -53,7 +53,7 @@ func (g *Guard) Prune(ctx context.Context, resource string, below Token) (int, e
 	if err != nil {
 		return n, err
 	}
-	if f := g.ops.Load(); f != nil && f.worthRebuilding() {
+	if f := g.opFilter(); f != nil && f.worthRebuilding() {
 		if err := g.rebuildOpFilter(ctx); err != nil {
 			return n, fmt.Errorf("fence: prune resource %q below %s: %d receipts pruned, then: %w", resource, below, n, err)
 		}
@@ -130,7 +130,7 @@ func (g *Guard) deleteReceipts(ctx context.Context, res string, below Token) (in
 			return err
 		}
 		g.stats.pruned.Add(uint64(pending))
-		if f := g.ops.Load(); f != nil {
+		if f := g.opFilter(); f != nil {
 			f.removed.Add(int64(pending))
 		}
 		n, pending = n+pending, 0

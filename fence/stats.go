@@ -47,7 +47,7 @@ type GuardStats struct {
 func (g *Guard) Stats(ctx context.Context) (GuardStats, error) {
 	s := GuardStats{DefaultMode: g.defaultMode, Accepted: g.stats.accepted.Load(), Pruned: g.stats.pruned.Load(),
 		OpFilterRebuilds: g.stats.opFilterRebuilds.Load()}
-	if f := g.ops.Load(); f != nil {
+	if f := g.opFilter(); f != nil {
 		s.OpFilterLoad = float64(f.keys.Load()) / float64(f.design)
 	}
 	for r := range reasonCount {
