@@ -53,22 +53,34 @@ func (r *receiver) Stream(s grpc.ClientStreamingServer[pb.Batch, pb.StreamSummar
 		if err != nil {
 			return err
 		}
-		slot.mu.Lock()
-		if slot.gen != gen {
-			slot.mu.Unlock()
+		if !g.deliverFrame(from, slot, gen, &frame) {
 			return status.Error(codes.Aborted, "transport: superseded by a newer stream from the same node")
 		}
-		for _, in := range frame.envs {
-			if in.err != nil {
-				g.stats.refused.Add(1)
-				g.log.Debug("transport: refused envelope", "from", string(from), "err", in.err)
-				continue
-			}
-			g.stats.received(in.env.Body.Kind(), in.size)
-			g.handler(in.env)
-		}
-		slot.mu.Unlock()
 	}
+}
+
+// deliverFrame hands frame's envelopes to the handler in order, holding the
+// sender's slot so that a newer stream from the same node cannot interleave,
+// and reports false, handing nothing, if such a stream superseded this one.
+// The slot is let go by a defer: a handler that panics must not leave it
+// held, or Stream's deferred releaseSlot would wait for it forever and the
+// process would hang instead of crashing (and every other stream with it).
+func (g *GRPC) deliverFrame(from msg.NodeID, slot *senderSlot, gen uint64, frame *inFrame) bool {
+	slot.mu.Lock()
+	defer slot.mu.Unlock()
+	if slot.gen != gen {
+		return false
+	}
+	for _, in := range frame.envs {
+		if in.err != nil {
+			g.stats.refused.Add(1)
+			g.log.Debug("transport: refused envelope", "from", string(from), "err", in.err)
+			continue
+		}
+		g.stats.received(in.env.Body.Kind(), in.size)
+		g.handler(in.env)
+	}
+	return true
 }
 
 func (g *GRPC) claimSlot(from msg.NodeID) (*senderSlot, uint64) {
