@@ -127,6 +127,10 @@
 //
 // A Store is safe for concurrent use. A write that fails leaves the disk in an
 // unknown state, so the Store then refuses writes (ErrFailed) until reopened.
-// Pebble itself treats a failed WAL sync as fatal; the store turns Pebble's
-// Fatalf into a panic, so such a Commit never returns (never acknowledges).
+// Pebble itself treats a failed WAL write or sync as fatal; the store turns
+// Pebble's Fatalf into a crash of the process (an unrecovered panic on a
+// goroutine of its own, so no deferred code of the caller runs), and such a
+// Commit never returns (never acknowledges). During Open a fatal error is
+// returned instead, and Open refuses a store whose disk lacks the room to
+// reopen it (ErrDiskFull) rather than letting Pebble retry forever.
 package localstore

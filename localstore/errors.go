@@ -62,6 +62,12 @@ var (
 	// far: Pebble treats it as fatal and the store's logger panics.)
 	ErrFailed = errors.New("localstore: an earlier write failed; reopen the store")
 
+	// ErrDiskFull is returned by Open when the directory's file system has
+	// less free space than reopening the store needs: Pebble first turns its
+	// write-ahead log into a table, and on a full disk it would retry that
+	// forever instead of failing. The error also wraps syscall.ENOSPC.
+	ErrDiskFull = errors.New("localstore: not enough free disk space")
+
 	// ErrClosed is returned by every method called after Close, and by a
 	// second Close.
 	ErrClosed = errors.New("localstore: store is closed")

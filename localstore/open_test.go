@@ -157,7 +157,7 @@ func rawSet(k, v []byte) func(*testing.T, vfs.FS) {
 // would leave it, and lets fill write into it.
 func rawPebble(fill func(*pebble.DB) error) func(*testing.T, vfs.FS) {
 	return func(t *testing.T, fs vfs.FS) {
-		db, err := pebble.Open(testDir, &pebble.Options{FS: fs, Logger: pebbleLogger{slog.New(slog.DiscardHandler)}})
+		db, err := pebble.Open(testDir, &pebble.Options{FS: fs, Logger: pebbleLogger{l: slog.New(slog.DiscardHandler)}})
 		noErr(t, err)
 		if fill != nil {
 			noErr(t, fill(db))

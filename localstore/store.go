@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -30,6 +34,9 @@ type Store struct {
 	// writeOpts is pebble.Sync; only the crash test's negative control swaps
 	// it, to show that the test notices a write that was not synced.
 	writeOpts *pebble.WriteOptions
+	// opening is set while Pebble opens: its Fatalf then comes back from
+	// Open as an error instead of crashing the process (pebbleLogger).
+	opening atomic.Bool
 
 	mu     sync.RWMutex
 	closed bool
@@ -100,22 +107,33 @@ func (s *Store) open(opts Options) error {
 		return fmt.Errorf("localstore: open %q: %w", s.dir, err)
 	}
 	s.fresh = fresh
-	s.db, err = pebble.Open(s.dir, &pebble.Options{
+	if !fresh {
+		if err := s.checkFreeSpace(); err != nil {
+			return err
+		}
+	}
+	bg := &backgroundErrors{log: s.log, now: time.Now}
+	s.opening.Store(true)
+	s.db, err = openPebble(s.dir, &pebble.Options{
 		FS:     s.fsys,
-		Logger: pebbleLogger{s.log},
+		Logger: pebbleLogger{l: s.log, opening: &s.opening},
 		Lock:   s.lock,
 		// Pebble's default for a bad checksum found while reading is Fatalf;
 		// the read also returns the corruption, which Open and the loaders
 		// turn into ErrCorrupt, a refusal that names what to do (S4).
-		EventListener: &pebble.EventListener{DataCorruption: func(info pebble.DataCorruptionInfo) {
-			s.log.Error("pebble found on-disk corruption", "path", info.Path, "err", info.Details)
-		}},
+		EventListener: &pebble.EventListener{
+			DataCorruption: func(info pebble.DataCorruptionInfo) {
+				s.log.Error("pebble found on-disk corruption", "path", info.Path, "err", info.Details)
+			},
+			BackgroundError: bg.report,
+		},
 		// Creating only into an empty directory, and opening only an existing
 		// database otherwise, keeps a half-created or foreign directory from
 		// ever becoming a fresh store (S2).
 		ErrorIfExists:    fresh,
 		ErrorIfNotExists: !fresh,
 	})
+	s.opening.Store(false)
 	switch {
 	case err == nil:
 	case errors.Is(err, pebble.ErrDBDoesNotExist):
@@ -135,6 +153,59 @@ func (s *Store) open(opts Options) error {
 		return s.create(opts)
 	}
 	return s.reopen(opts)
+}
+
+// openHeadroom is the free space reopening needs beyond the size of the
+// write-ahead logs: a new MANIFEST, OPTIONS file and log, and the incarnation
+// the node bumps at once.
+const openHeadroom = 1 << 20
+
+// checkFreeSpace refuses to reopen a store on a file system without room to
+// turn its write-ahead logs into a table: Pebble's Open does that first,
+// retries a failed flush at once and forever, and so on a full disk would
+// never return (a node restarted on one spun at 120% CPU). A file system that
+// cannot tell its free space is not checked.
+func (s *Store) checkFreeSpace() error {
+	du, err := s.fsys.GetDiskUsage(s.dir)
+	if err != nil {
+		return nil
+	}
+	names, err := s.fsys.List(s.dir)
+	if err != nil {
+		return fmt.Errorf("localstore: open %q: %w", s.dir, err)
+	}
+	var logs uint64
+	for _, name := range names {
+		if !strings.HasSuffix(name, ".log") {
+			continue
+		}
+		if fi, err := s.fsys.Stat(s.fsys.PathJoin(s.dir, name)); err == nil {
+			logs += uint64(fi.Size())
+		}
+	}
+	if need := logs + openHeadroom; du.AvailBytes < need {
+		return fmt.Errorf("%w: %q has %d bytes free, reopening it needs %d (its write-ahead log of %d bytes becomes a table first): free space and start again: %w",
+			ErrDiskFull, s.dir, du.AvailBytes, need, logs, syscall.ENOSPC)
+	}
+	return nil
+}
+
+// openPebble is pebble.Open, but a fatal error inside it (the store's
+// opening flag set) comes back as an error: Pebble calls Fatalf when it cannot write its MANIFEST, as on a full
+// disk, and by the time the panic reaches here its Open has closed what it
+// opened and returned no DB, so there is nothing left running to stop. Any
+// other panic goes on.
+func openPebble(dir string, o *pebble.Options) (db *pebble.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			f, ok := r.(pebbleFatal)
+			if !ok {
+				panic(r)
+			}
+			db, err = nil, f
+		}
+	}()
+	return pebble.Open(dir, o)
 }
 
 // Identity returns the store's identity.
