@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -129,6 +130,37 @@ func TestProcessesMembership(t *testing.T) {
 		cut, homelock.DefaultConfig().DownAfter, took.Round(time.Millisecond), d, e2, e3)
 	if e3-e2 > 2 {
 		t.Errorf("epochs grew by %d for one healed cut, bound 2", e3-e2)
+	}
+
+	// SIGTERM starts n1's controlled close, which lingers --epoch-lease
+	// answering its keys' new homes; a second SIGTERM ends it at once.
+	n1 := procs["n1"]
+	if err := n1.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "n1 to hand off and linger", func() bool {
+		return strings.Contains(n1.out.String(), "close: answering drain queries")
+	})
+	second := time.Now()
+	if err := n1.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-n1.done:
+		n1.done <- err
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {
+			t.Fatalf("n1 after a second SIGTERM: %v, want killed by SIGTERM", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatalf("n1 still runs 3s after a second SIGTERM:\n%s", n1.out)
+	}
+	t.Logf("second SIGTERM during n1's close: stopped in %v", time.Since(second).Round(time.Millisecond))
+	took = waitLockable(t, bin, procs, ids[1:], api, d)
+	t.Logf("n2 and n3 lock every key %v after n1 stopped (bound %v)", took.Round(time.Millisecond), d)
+	moved := keyHomedAt("n1", "member")
+	if out, err := exec.Command(bin, "lock", moved, "--node", api("n2"), "--wait", d.String(), "--", "true").CombinedOutput(); err != nil {
+		t.Fatalf("%s, homed at n1 before, through n2: %v\n%s", moved, err, out)
 	}
 }
 

@@ -39,6 +39,10 @@ func (l *listFlag) Set(s string) error {
 func runNode(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// From the first signal on, the default action is back: a second one
+	// ends the process at once, as a crash would, even while its store is
+	// still opening or its handoff lingers.
+	context.AfterFunc(ctx, stop)
 	return serveNode(ctx, args, stdout, stderr)
 }
 
@@ -52,7 +56,9 @@ func serveNode(ctx context.Context, args []string, stdout, stderr io.Writer) int
 Runs one homelock node until SIGINT or SIGTERM, then closes it cleanly: it
 releases the delegations it holds, leaves the epoch so that the keys it is
 home for move (unless it is the last member or another one is down), and
-answers their new homes for about --epoch-lease more before it exits.
+answers their new homes for about --epoch-lease more before it exits. A
+second SIGINT or SIGTERM ends it at once, as a crash would: safe, but the
+keys it was still home for wait out their gate (--epoch-lease + --skew).
 
 The first start of a cluster: every initial node gets --bootstrap and the
 same --initial list, each member as ID=GOSSIP-ADDR, for example
@@ -228,7 +234,7 @@ Flags:
 		return 1
 	}
 	<-ctx.Done()
-	log.Info("shutting down")
+	log.Info("shutting down (a second SIGINT or SIGTERM stops at once)")
 	close(stopHealth)
 	hs.Shutdown()
 	// The handoff takes an agreement and the recalls of its delegations
