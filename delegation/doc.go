@@ -60,7 +60,9 @@
 //     at half the lease, recalled or contended or not, until it ends; only
 //     its own lease (WithLease), a refused renewal (the key moved, this node
 //     left the epoch) or a silent home end it early. A recalled delegation
-//     admits nothing new: local lockers queue and ask the home again, behind
+//     admits nothing new (but its head locker once if it admitted nothing
+//     yet, its Recall overtaking its Grant or not, as under a contended
+//     Grant): local lockers queue and ask the home again, behind
 //     the remote waiters, once it drains: that Acquire, sent in the same
 //     step as the Release, says Queued and no Wait answers it
 //     (docs/design.md, "The hot-key handoff").

@@ -11,7 +11,8 @@ type Mutations struct {
 	// AnchorAtReceipt measures a lease from the Grant's receipt, not from the
 	// send of the attempt it echoes (H6, H22).
 	AnchorAtReceipt bool
-	// AdmitRecalledGrant uses a Grant whose Recall overtook it (H6).
+	// AdmitRecalledGrant keeps admitting under a Grant whose Recall
+	// overtook it (H6), not just its head locker once.
 	AdmitRecalledGrant bool
 	// OwnBarrier settles through the store's barrier hook, without the
 	// inherited barrier, even when nothing was admitted, so the release

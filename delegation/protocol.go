@@ -41,10 +41,10 @@ func (m *Machine) Grant(now time.Time, env msg.Envelope, g msg.Grant) {
 	}
 	lease := m.shorten(g.Lease)
 	expires := anchor.Add(lease)
-	recalled := g.Recalled || (x.earlyRecall == g.Token && !m.cfg.Mutations.admitRecalledGrant())
-	if !ok || recalled || expires.Sub(now) <= m.cfg.MinUseful {
-		// Late, unanchored or recalled before it arrived: use nothing, give it
-		// back, and ask again if lockers still wait.
+	recalled := g.Recalled || x.earlyRecall == g.Token
+	if !ok || expires.Sub(now) <= m.cfg.MinUseful || (recalled && len(ks.queue()) == 0) {
+		// Late or unanchored, or recalled with nobody left to use it: use
+		// nothing, give it back, and ask again if lockers still wait.
 		m.stats.Unused++
 		m.send(env.From.ID, msg.Release{Key: g.Key, Token: g.Token, Barrier: g.Barrier})
 		m.setPhase(ks, idle)
@@ -67,8 +67,17 @@ func (m *Machine) Grant(now time.Time, env msg.Envelope, g msg.Grant) {
 	ks.setGrantBytes(g.Barrier, g.Signed)
 	ks.set(admitted, false)
 	ks.left = -1
-	if g.Contended {
+	if g.Contended || recalled {
+		// Recalled before it arrived (its Recall overtook it, or a re-sent
+		// Grant says so): the head locker still gets its one section, as
+		// under a contended Grant and as when the Recall follows the Grant
+		// (Recall). Given back unused, it would cost a contender its turn,
+		// and two contenders could hand the key to and fro without either
+		// ever admitting.
 		ks.left = 1
+		if recalled && m.cfg.Mutations.admitRecalledGrant() {
+			ks.left = -1
+		}
 	}
 	ks.set(fresh, len(g.Barrier) == 0)
 	if !ks.is(fresh) {

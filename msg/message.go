@@ -203,7 +203,8 @@ type Grant struct {
 	Lease   time.Duration
 	Barrier []byte
 	// Recalled is set on a re-sent Grant when the home has recalled it since:
-	// the holder admits nothing and releases at once.
+	// the holder admits the one local critical section at the head of its
+	// queue, as under Contended, then drains.
 	Recalled bool
 	// Contended is set when other nodes already wait: the holder admits the
 	// one local critical section at the head of its queue, then drains. It

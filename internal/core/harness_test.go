@@ -676,13 +676,11 @@ type checker struct {
 	// Release, and the node now answerable for handing it on (the home, or
 	// the new home a Drained reached). A crash of that node ends the promise.
 	released map[string]released
-	// recalled: Recall messages delivered, per receiver and delegation: did
-	// its Grant arrive first, and had it admitted anything by then.
+	// recalled: Recall messages delivered, per receiver and delegation: had
+	// it admitted anything by then.
 	recalled map[msg.NodeID]map[fence.Token]recallSeen
-	// admits counts admissions per node and delegation; received, the
-	// Grants delivered.
-	admits   map[msg.NodeID]map[fence.Token]int
-	received map[msg.NodeID]map[fence.Token]bool
+	// admits counts admissions per node and delegation.
+	admits map[msg.NodeID]map[fence.Token]int
 	// writes counts critical sections per key: the harness store's position.
 	writes map[string]int
 	// grantIn is the Grant being delivered (to catch one discarded as late).
@@ -698,7 +696,6 @@ type openCS struct {
 }
 
 type recallSeen struct {
-	afterGrant   bool
 	admitsBefore int
 }
 
@@ -718,7 +715,7 @@ func newChecker() checker {
 		maxAdmit: map[string]fence.Token{}, granted: map[string]map[fence.Token]bool{},
 		maxGranted: map[string]fence.Token{}, released: map[string]released{},
 		recalled: map[msg.NodeID]map[fence.Token]recallSeen{}, writes: map[string]int{},
-		admits: map[msg.NodeID]map[fence.Token]int{}, received: map[msg.NodeID]map[fence.Token]bool{},
+		admits: map[msg.NodeID]map[fence.Token]int{},
 	}
 }
 
@@ -781,14 +778,10 @@ func (c *checker) delivering(h *harness, to *hnode, env msg.Envelope) {
 			c.recalled[to.id] = map[fence.Token]recallSeen{}
 		}
 		if _, ok := c.recalled[to.id][b.Token]; !ok {
-			c.recalled[to.id][b.Token] = recallSeen{afterGrant: c.received[to.id][b.Token], admitsBefore: c.admits[to.id][b.Token]}
+			c.recalled[to.id][b.Token] = recallSeen{admitsBefore: c.admits[to.id][b.Token]}
 		}
 	case msg.Grant:
 		c.grantIn = &grantIn{to: to.id, g: b}
-		if c.received[to.id] == nil {
-			c.received[to.id] = map[fence.Token]bool{}
-		}
-		c.received[to.id][b.Token] = true
 	}
 }
 
@@ -809,12 +802,12 @@ func (c *checker) admitted(h *harness, n *hnode, e delegation.Event) {
 		c.maxAdmit[e.Key] = e.Token
 	}
 	// L3: nothing new on a recalled delegation, but for one section of a
-	// holder whose Recall came after its Grant and before it admitted
-	// anything (it waited for freshness): that is the contended grant's one
-	// turn, without which a contender could lose every turn. A Recall that
-	// overtook its Grant leaves no turn at all.
+	// holder recalled before it admitted anything, whether its Recall came
+	// after its Grant (it waited for freshness) or overtook it: that is the
+	// contended grant's one turn, without which a contender could lose every
+	// turn.
 	d := e.Token.Delegation()
-	if r, ok := c.recalled[n.id][d]; ok && (!r.afterGrant || r.admitsBefore > 0 || c.admits[n.id][d] > 0) {
+	if r, ok := c.recalled[n.id][d]; ok && (r.admitsBefore > 0 || c.admits[n.id][d] > 0) {
 		h.violation("recalled delegation admits: %s admitted %s locker=%d under %s after its recall", n.id, e.Key, e.Locker, e.Token)
 	}
 	if c.admits[n.id] == nil {

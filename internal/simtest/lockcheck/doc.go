@@ -12,7 +12,9 @@
 //
 //   - D1: at no instant are two delegations for one key valid at their
 //     holders; D2: a holder admits only within its derived lease; D3: no
-//     new admission after a Recall; D4: no grant while another delegation
+//     new admission after a Recall, but one on a delegation that had
+//     admitted nothing (its Recall overtook its Grant or came before its
+//     first admission) and one under a contended Grant; D4: no grant while another delegation
 //     may be live as its home sees it; D5: a holder expires before its home;
 //   - L1: no lease past the home's liveness; L2: epoch n's delegations end
 //     within EpochLease + Skew of the first learn of n+1;

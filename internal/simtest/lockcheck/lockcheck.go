@@ -848,8 +848,8 @@ func (c *Checker) admitted(n Node, e delegation.Event) {
 	case e.Expires.After(d.holderEnd):
 		c.fail(InvHolderLease, "%s admitted %s under %s until %v, past the %v its leases allow",
 			n.Name(), e.Key, e.Token, n.TrueAt(e.Expires).Sub(c.w.Base), n.TrueAt(d.holderEnd).Sub(c.w.Base))
-	case d.earlyRecall:
-		c.fail(InvRecall, "%s admitted %s under %s, recalled before it arrived", n.Name(), e.Key, e.Token)
+	case d.earlyRecall && d.admits >= 1:
+		c.fail(InvRecall, "%s admitted %s under %s a second time, recalled before it arrived", n.Name(), e.Key, e.Token)
 	case d.contended && d.admits >= 1:
 		c.fail(InvRecall, "%s admitted %s under the contended %s a second time", n.Name(), e.Key, e.Token)
 	case d.recalled && (d.beforeRecall > 0 || d.admits > d.beforeRecall):
