@@ -30,7 +30,8 @@
 //     of 1 to 1.6 leases on their own key, while others wait); a section
 //     that ends with other nodes' lockers waiting is followed by an
 //     admission within 8 retry intervals and three store hooks (hooks take
-//     up to 2ms, or SimConfig.SlowHooks); a crashed holder's section is
+//     up to 2ms, or SimConfig.SlowHooks), if one of those lockers' deadline
+//     falls after that; a crashed holder's section is
 //     waited out by every other node until it starts again;
 //   - L7 once healed, a holder asks to renew a delegation in use at half
 //     its lease, not later.

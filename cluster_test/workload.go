@@ -16,6 +16,8 @@ type critical struct {
 	locker  uint64
 	key     string
 	started time.Time // true time of the Lock call
+	// deadline is when the locker gives up, on its node's clock.
+	deadline time.Time
 	// Set on admission.
 	admitted bool
 	token    fence.Token
@@ -114,6 +116,7 @@ func (s *Sim) startLock(n *simNode, cs *critical, wait time.Duration) {
 	n.lockers[cs.locker] = cs
 	now := n.local(s.now)
 	deadline := now.Add(wait)
+	cs.deadline = deadline
 	s.check.lockStarted(cs, n.trueAt(deadline))
 	n.apply(s, n.core.Lock(now, cs.key, cs.locker, deadline, cs.lease))
 }
