@@ -148,8 +148,18 @@ func (n *Node) fail(err error) {
 		return
 	}
 	n.failed = err
+	stopped := fmt.Errorf("%w: %w", ErrStoreFailed, err)
+	n.stopped.Store(&stopped)
 	n.stepped()
-	n.log.Error("store failed; the node stops taking part in the protocol", "err", err)
+	n.log.Error("store failed; the node stops taking part in the protocol and leaves gossip", "err", err)
+	// Alive in gossip it would never be found down, and the keys it is home
+	// for would wait for it until someone restarted it: gossip stops too,
+	// without a Leave, so the others see what they would after a crash.
+	if n.ml != nil {
+		if err := n.ml.Close(); err != nil {
+			n.log.Warn("store failed: stopping gossip", "err", err)
+		}
+	}
 	for id, w := range n.waiters {
 		delete(n.waiters, id)
 		w.err = fmt.Errorf("%w: key %q: store failed: %v", ErrClosed, w.key, err)

@@ -39,6 +39,11 @@ var (
 	// waiting when Close began.
 	ErrClosed = errors.New("homelock: node closed")
 
+	// ErrStoreFailed is what Node.Err wraps once the node's store refused a
+	// write: the node has stopped for good and left gossip. Not retryable
+	// on this Node.
+	ErrStoreFailed = errors.New("homelock: store failed")
+
 	// ErrHookFailed is returned by Lock when the store's WaitFresh hook failed
 	// for the delegation the locker waited on: its replica could not catch up
 	// with the previous holder's writes, so nothing was admitted. Retryable.

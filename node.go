@@ -53,6 +53,9 @@ type Node struct {
 	closing bool  // Close began: no new lockers
 	closed  bool  // no more steps
 	failed  error // the store failed: the node stopped stepping
+	// stopped is failed wrapped in ErrStoreFailed, for Err to read without
+	// the node's locks.
+	stopped atomic.Pointer[error]
 	waiters map[uint64]*waiter
 	// armed is when the timer goroutine will tick next, as armedAt makes
 	// it (0: not known): the repeat path lowers it with only its shard's
@@ -492,6 +495,20 @@ func (n *Node) admissible(key string) error {
 		return fmt.Errorf("%w: key %q: store failed: %v", ErrClosed, key, n.failed)
 	case n.closing || n.core == nil:
 		return fmt.Errorf("%w: key %q", ErrClosed, key)
+	}
+	return nil
+}
+
+// Err is non-nil once the node has stopped for good while open: its store
+// refused a write, so what the node's machines believe durable may not be.
+// It then refuses every call (ErrClosed), answers no peer, and has left
+// gossip, so the others move the keys it was home for as after a crash.
+// The error wraps ErrStoreFailed and the store's own error. A process
+// running the node should Close it and exit (or Open it again once the data
+// directory is fixed): nothing else brings it back.
+func (n *Node) Err() error {
+	if p := n.stopped.Load(); p != nil {
+		return *p
 	}
 	return nil
 }

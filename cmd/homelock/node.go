@@ -233,7 +233,17 @@ Flags:
 		fail("homelock node failed", err)
 		return 1
 	}
-	<-ctx.Done()
+	if err := untilStopped(ctx, n); err != nil {
+		// The store refused a write: the node has stopped for good and left
+		// gossip. Exiting lets a supervisor start it again.
+		close(stopHealth)
+		srv.Stop()
+		_ = n.Close(killedContext())
+		stopMetrics()
+		served.Wait()
+		fail("homelock node stopped", fmt.Errorf("%w (the node left its cluster; start it again once its data directory is fixed)", err))
+		return 1
+	}
 	log.Info("shutting down (a second SIGINT or SIGTERM stops at once)")
 	close(stopHealth)
 	hs.Shutdown()
@@ -294,4 +304,28 @@ func parseKey(s string) ([]byte, error) {
 		}
 	}
 	return nil, fmt.Errorf("want 16, 24 or 32 bytes (or 48 or 64 hex digits), got %d characters", len(s))
+}
+
+// untilStopped waits until ctx ends (nil) or n stops for good on its own
+// (its store failed: n.Err).
+func untilStopped(ctx context.Context, n *homelock.Node) error {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if err := n.Err(); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// killedContext is a context already done: Close given it is a kill.
+func killedContext() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
 }
