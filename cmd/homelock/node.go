@@ -308,7 +308,7 @@ func parseKey(s string) ([]byte, error) {
 
 // untilStopped waits until ctx ends (nil) or n stops for good on its own
 // (its store failed: n.Err).
-func untilStopped(ctx context.Context, n *homelock.Node) error {
+func untilStopped(ctx context.Context, n interface{ Err() error }) error {
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
 	for {
