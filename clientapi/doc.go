@@ -3,4 +3,10 @@
 // `homelock lock` and `homelock status` are its clients. The peer protocol
 // between nodes is elsewhere (transport); this API carries no protocol
 // decision, it only calls homelock.Node.
+//
+// A Lock stream sends ACQUIRED, then VALID for each ping, and ends with
+// RELEASED after the client closes its side, or LOST if the lock ended
+// first. When the node shuts down (Server.Stop) a holder gets LOST at once
+// but keeps the lock until it ends the stream: `homelock lock` stops its
+// command first, so the next holder never starts beside it.
 package clientapi

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -17,10 +18,27 @@ import (
 type Server struct {
 	UnimplementedClientServer
 	node *homelock.Node
+	// stopping ends when Stop is called: the node is shutting down.
+	stopping context.Context
+	stop     context.CancelFunc
 }
 
 // NewServer returns a Server over n; register it with RegisterClientServer.
-func NewServer(n *homelock.Node) *Server { return &Server{node: n} }
+func NewServer(n *homelock.Node) *Server {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{node: n, stopping: ctx, stop: cancel}
+}
+
+// Stop tells every Lock stream that the node is shutting down. A locker
+// still waiting fails at once (ErrClosed). A holder is told its lock is
+// ending (LOST) but keeps it until its client ends the stream, which
+// `homelock lock` does once its command has exited: the next holder never
+// starts while that command still runs. The caller then waits for the
+// streams to end (grpc.Server.GracefulStop), with a bound of its own.
+func (s *Server) Stop() { s.stop() }
+
+// stoppingDetail is the LOST event's detail when the node shuts down.
+const stoppingDetail = "the node is shutting down: stop COMMAND; the lock is held until it exits"
 
 // Lock implements ClientServer.
 func (s *Server) Lock(stream Client_LockServer) error {
@@ -43,8 +61,15 @@ func (s *Server) Lock(stream Client_LockServer) error {
 	if req.GetTry() {
 		lock = s.node.TryLock
 	}
-	h, err := lock(ctx, req.GetKey(), opts...)
+	lockCtx, cancelLock := context.WithCancel(ctx)
+	unhook := context.AfterFunc(s.stopping, cancelLock)
+	h, err := lock(lockCtx, req.GetKey(), opts...)
+	unhook()
+	cancelLock()
 	if err != nil {
+		if s.stopping.Err() != nil && errors.Is(err, context.Canceled) {
+			err = fmt.Errorf("%w: key %q: the node is shutting down", homelock.ErrClosed, req.GetKey())
+		}
 		return ToStatus(err)
 	}
 	defer h.Unlock()
@@ -73,6 +98,7 @@ func (s *Server) Lock(stream Client_LockServer) error {
 			}
 		}
 	}()
+	stopping, told := s.stopping.Done(), false
 	for {
 		select {
 		case <-h.Done():
@@ -82,7 +108,18 @@ func (s *Server) Lock(stream Client_LockServer) error {
 			}
 			_ = stream.Send(&LockEvent{Kind: LockEvent_KIND_LOST, Token: h.Token().String(), Detail: detail})
 			return nil
+		case <-stopping:
+			// The node is shutting down. The lock stays held until the
+			// client ends the stream, after its command exited.
+			stopping, told = nil, true
+			if err := stream.Send(&LockEvent{Kind: LockEvent_KIND_LOST, Token: h.Token().String(), Detail: stoppingDetail}); err != nil {
+				return err
+			}
+			continue
 		case p := <-pings:
+			if told {
+				continue // the client reads nothing after LOST
+			}
 			if err := stream.Send(&LockEvent{Kind: LockEvent_KIND_VALID, Token: h.Token().String(), Ping: p,
 				ValidForNanos: int64(h.Remaining())}); err != nil {
 				return err

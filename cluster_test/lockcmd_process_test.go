@@ -16,6 +16,7 @@ import (
 
 // The exit statuses `homelock lock` documents (cmd/homelock/exitcode.go).
 const (
+	lockExitLost     = 120
 	lockExitNoNode   = 121
 	lockExitNoLocks  = 122
 	lockExitTimedOut = 123
@@ -43,6 +44,61 @@ func TestProcessesLockCommand(t *testing.T) {
 	}
 	t.Run("wait/mute-port", func(t *testing.T) { muteNode(t, bin) })
 	t.Run("wait/stopped-node", func(t *testing.T) { stoppedNode(t, bin, procs) })
+	// Last: it stops n1.
+	t.Run("node/SIGTERM", func(t *testing.T) { nodeStopsUnderHolder(t, bin, dir, procs) })
+}
+
+// nodeStopsUnderHolder: `homelock lock` holds a key (homed at n2) through
+// n1; its command traps TERM, takes 1s to finish and exits 3. n1 gets
+// SIGTERM, a controlled shutdown: it tells the lock command at once, which
+// stops its command, and keeps the lock until the command has exited. A
+// locker through n3, started right after the SIGTERM, must begin after the
+// command finished; the first lock command exits 120 (lost) and n1 exits 0.
+// (Before, n1 cut the stream after 2s and released at once: the next
+// holder began while the command still ran its cleanup.)
+func nodeStopsUnderHolder(t *testing.T, bin, dir string, procs []*hlProc) {
+	key := keyHomedAt("n2", "node-stops")
+	started, finished := filepath.Join(dir, key+"-started"), filepath.Join(dir, key+"-finished")
+	script := fmt.Sprintf(`trap 'sleep 1; touch %q; exit 3' TERM; touch %q; i=0; while [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; touch %q`,
+		finished, started, finished)
+	first, exited := startHeld(t, bin, procs[0].api, key, script, started)
+	n1 := procs[0]
+	if err := n1.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	out, err := exec.Command(bin, "lock", key, "--node", procs[2].api, "--wait", "20s", "--",
+		"sh", "-c", fmt.Sprintf("if [ -e %q ]; then echo after; else echo OVERLAP; fi", finished)).CombinedOutput()
+	took := time.Since(stopped)
+	if err != nil {
+		t.Fatalf("the second lock of %s: %v\n%s", key, err, out)
+	}
+	var code int
+	select {
+	case <-exited:
+		code = first.cmd.ProcessState.ExitCode()
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first lock command never exited")
+	}
+	firstSaid := first.said()
+	if got := strings.TrimSpace(string(out)); got != "after" {
+		t.Fatalf("SIGTERM to n1: the next critical section on %s began while the command under n1 still ran (%q; first exited %d)\nfirst: %s",
+			key, got, code, firstSaid)
+	}
+	if code != lockExitLost || !strings.Contains(firstSaid, "shutting down") {
+		t.Fatalf("the lock command through the stopping n1 exited %d, want %d with the reason\n%s", code, lockExitLost, firstSaid)
+	}
+	select {
+	case err := <-n1.done:
+		n1.done <- err
+		if err != nil {
+			t.Fatalf("n1 after SIGTERM: %v\n%s", err, n1.out)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("n1 still runs 30s after SIGTERM\n%s", n1.out)
+	}
+	t.Logf("SIGTERM to n1 under a holder: its command finished under the lock (exit %d); the next locker through n3 got %s %v after the SIGTERM",
+		code, key, took.Round(time.Millisecond))
 }
 
 // signalledHolder: `homelock lock` holds a key (homed at n2) through n1;
@@ -58,21 +114,8 @@ func signalledHolder(t *testing.T, bin, dir string, procs []*hlProc, sig syscall
 	// that does not pass it on.
 	script := fmt.Sprintf(`trap 'sleep 0.2; touch %q; exit 3' %s; touch %q; i=0; while [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done; touch %q`,
 		finished, name, started, finished)
-	first := exec.Command(bin, "lock", key, "--node", procs[0].api, "--", "sh", "-c", script)
-	var firstOut strings.Builder
-	var mu sync.Mutex
-	first.Stdout, first.Stderr = lockedWriter{&mu, &firstOut}, lockedWriter{&mu, &firstOut}
-	if err := first.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- first.Wait() }()
-	t.Cleanup(func() { _ = first.Process.Kill() })
-	waitFor(t, 30*time.Second, "the command to run under the lock", func() bool {
-		_, err := os.Stat(started)
-		return err == nil
-	})
-	if err := first.Process.Signal(sig); err != nil {
+	first, exited := startHeld(t, bin, procs[0].api, key, script, started)
+	if err := first.cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 	signalled := time.Now()
@@ -85,16 +128,14 @@ func signalledHolder(t *testing.T, bin, dir string, procs []*hlProc, sig syscall
 	var code int
 	select {
 	case <-exited:
-		code = first.ProcessState.ExitCode()
-		if ws, ok := first.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		code = first.cmd.ProcessState.ExitCode()
+		if ws, ok := first.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			code = 128 + int(ws.Signal())
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatalf("%v: the first lock command never exited", sig)
 	}
-	mu.Lock()
-	firstSaid := firstOut.String()
-	mu.Unlock()
+	firstSaid := first.said()
 	if got := strings.TrimSpace(string(out)); got != "after" {
 		t.Fatalf("%v to the lock command: the next critical section on %s began while its command still ran (%q; first exited %d)\nfirst: %s",
 			sig, key, got, code, firstSaid)
@@ -104,6 +145,38 @@ func signalledHolder(t *testing.T, bin, dir string, procs []*hlProc, sig syscall
 	}
 	t.Logf("%v to the lock command: its command finished and exited 3 under the lock; the next locker through n3 got %s %v after the signal",
 		sig, key, took.Round(time.Millisecond))
+}
+
+// heldCommand is `homelock lock KEY --node API -- sh -c SCRIPT`, running.
+type heldCommand struct {
+	cmd *exec.Cmd
+	mu  sync.Mutex
+	out strings.Builder
+}
+
+func (h *heldCommand) said() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.out.String()
+}
+
+// startHeld starts the lock command and returns once its script has touched
+// started (it runs under the lock), with a channel for its exit.
+func startHeld(t *testing.T, bin, api, key, script, started string) (*heldCommand, <-chan error) {
+	t.Helper()
+	h := &heldCommand{cmd: exec.Command(bin, "lock", key, "--node", api, "--", "sh", "-c", script)}
+	h.cmd.Stdout, h.cmd.Stderr = lockedWriter{&h.mu, &h.out}, lockedWriter{&h.mu, &h.out}
+	if err := h.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- h.cmd.Wait() }()
+	t.Cleanup(func() { _ = h.cmd.Process.Kill() })
+	waitFor(t, 30*time.Second, "the command to run under the lock", func() bool {
+		_, err := os.Stat(started)
+		return err == nil
+	})
+	return h, exited
 }
 
 type lockedWriter struct {

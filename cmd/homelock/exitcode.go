@@ -28,7 +28,8 @@ const exitCodesHelp = `Exit status of homelock lock:
   COMMAND's own   the lock was held from before COMMAND started until after it exited
                   (128+N if COMMAND was killed by signal N)
   2               usage error: bad flag or argument, or --lease/--wait refused by the node
-  120             lock lost while COMMAND ran (lease ran out or revoked): COMMAND was stopped
+  120             lock lost while COMMAND ran (lease ran out or revoked, or the node shut
+                  down, which keeps the lock until COMMAND exits): COMMAND was stopped
   121             node unreachable: refused, or no answer within --wait
   122             unavailable: no epoch liveness, not a member, mixed protocol versions,
                   the key's home silent or in its gate when --wait ran out,

@@ -204,9 +204,11 @@ Flags:
 	metricsCtx, stopMetrics := context.WithCancel(context.Background())
 	defer stopMetrics()
 	started := false // Started runs on Open's goroutine, before it returns
+	var lockAPI *clientapi.Server
 	cfg.Started = func(n *homelock.Node) {
 		started = true
-		clientapi.RegisterClientServer(srv, clientapi.NewServer(n))
+		lockAPI = clientapi.NewServer(n)
+		clientapi.RegisterClientServer(srv, lockAPI)
 		served.Go(func() { watchHealth(n, hs, stopHealth) })
 		served.Go(func() { _ = srv.Serve(lis) })
 		where := ""
@@ -251,12 +253,17 @@ Flags:
 	// (MaxLease at worst), then lingers EpochLease + Skew.
 	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second+cfg.MaxLease+cfg.EpochLease+cfg.Skew)
 	defer cancel()
-	// Stop serving first: open Lock streams end and their handles unlock.
+	// Stop serving first. Lockers still waiting fail; each `homelock lock`
+	// holding a lock through this node is told to stop its command and
+	// keeps the lock until the command has exited (its --kill-after, 5s by
+	// default), so the next holder never starts while it runs. Past
+	// lockDrainWait the streams are cut and their handles unlock.
+	lockAPI.Stop()
 	done := make(chan struct{})
 	go func() { srv.GracefulStop(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(2 * time.Second):
+	case <-time.After(lockDrainWait):
 		srv.Stop()
 	}
 	err = n.Close(cctx)
@@ -305,6 +312,12 @@ func parseKey(s string) ([]byte, error) {
 	}
 	return nil, fmt.Errorf("want 16, 24 or 32 bytes (or 48 or 64 hex digits), got %d characters", len(s))
 }
+
+// lockDrainWait bounds how long a node shutting down waits for the commands
+// of `homelock lock` holding locks through it to exit: the lock command's
+// default --kill-after (5s), its wait for the command's output to close
+// (1s), and room for a loaded machine.
+const lockDrainWait = 10 * time.Second
 
 // untilStopped waits until ctx ends (nil) or n stops for good on its own
 // (its store failed: n.Err).
