@@ -218,13 +218,18 @@ Flags:
 		}
 		fmt.Fprintf(stdout, "homelock node %s: peers on %s, gossip on %s, client API on %s%s\n", *id, n.GRPCAddr(), n.GossipAddr(), lis.Addr(), where)
 	}
+	// stopServing ends the client API, health and metrics at once, for a
+	// node that failed to open or stopped for good.
+	stopServing := func() {
+		close(stopHealth)
+		srv.Stop()
+		stopMetrics()
+		served.Wait()
+	}
 	n, err := homelock.Open(ctx, cfg)
 	if err != nil {
 		if started {
-			close(stopHealth)
-			srv.Stop()
-			stopMetrics()
-			served.Wait()
+			stopServing()
 		}
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			// SIGTERM or SIGINT before the node bootstrapped or joined: the
@@ -238,11 +243,8 @@ Flags:
 	if err := untilStopped(ctx, n); err != nil {
 		// The store refused a write: the node has stopped for good and left
 		// gossip. Exiting lets a supervisor start it again.
-		close(stopHealth)
-		srv.Stop()
 		_ = n.Close(killedContext())
-		stopMetrics()
-		served.Wait()
+		stopServing()
 		fail("homelock node stopped", fmt.Errorf("%w (the node left its cluster; start it again once its data directory is fixed)", err))
 		return 1
 	}
