@@ -137,19 +137,13 @@ func (n *Node) gossipJoin(addr string) {
 	}()
 }
 
-// bootstrap waits until memberlist shows every initial member, then starts
-// agreement on epoch 1 among them and waits until it is learned. The core
-// decides; the wait is logged at INFO and reported by Status.
-func (n *Node) bootstrap(ctx context.Context) error {
+// initialIDs is Config.InitialMembers as the core names them.
+func (n *Node) initialIDs() []msg.NodeID {
 	ids := make([]msg.NodeID, len(n.cfg.InitialMembers))
 	for i, id := range n.cfg.InitialMembers {
 		ids[i] = msg.NodeID(id)
 	}
-	n.lockAll()
-	n.core.StartBootstrap(ids)
-	n.unlockAll()
-	n.kickNow()
-	return n.waitMember(ctx, true, "bootstrap")
+	return ids
 }
 
 // joinAndWait asks to join and waits until an epoch with this node is learned.

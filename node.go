@@ -204,6 +204,15 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		cc.Members.RejoinAfter = now.Add(cfg.EpochLease + cfg.Skew)
 	}
 	n.core = core.New(cc, now, es, marker)
+	// The intent goes in before the first Tick and before Started serves
+	// Status: a new node reports what it waits for from its first answer.
+	switch {
+	case es.Learned != nil:
+	case cfg.Bootstrap:
+		n.core.StartBootstrap(n.initialIDs())
+	default:
+		n.core.WantJoin()
+	}
 	n.lastBoot, n.lastWall = now, n.clock.Wall()
 	n.noteEpoch()
 	n.apply(now, n.core.Tick(now))
@@ -223,11 +232,11 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		// rejoined from the members' remembered addresses, and a node that
 		// finds itself removed joins again once its restart gate passed.
 	case cfg.Bootstrap:
-		if err := n.bootstrap(ctx); err != nil {
+		if err := n.waitMember(ctx, true, "bootstrap"); err != nil {
 			return nil, err
 		}
 	default:
-		if err := n.joinAndWait(ctx); err != nil {
+		if err := n.waitMember(ctx, true, "join"); err != nil {
 			return nil, err
 		}
 	}

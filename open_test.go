@@ -123,3 +123,29 @@ func TestOpenRefusesTruncatedWAL(t *testing.T) {
 	_, err = os.Stat(cfg.DataDir)
 	require.NoError(t, err, "a refused store is never removed")
 }
+
+// Status answers from the moment Started runs (homelock node serves it from
+// there), so a new node's first answer already says what it waits for; it
+// used to say "not a member and not asking to join (left)" until the first
+// bootstrap or join step ran.
+func TestFirstStatusSaysWhatANewNodeWaitsFor(t *testing.T) {
+	for name, tc := range map[string]struct {
+		set  func(*Config)
+		want string
+	}{
+		"bootstrap": {func(c *Config) { c.Bootstrap, c.InitialMembers = true, []string{"n1", "n2"} }, "bootstrapping: waiting for n2 in gossip"},
+		"join":      {func(c *Config) { c.Join = []string{occupied(t)} }, "joining: no member alive in gossip yet"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := testConfig(t, "n1")
+			tc.set(&cfg)
+			var first string
+			cfg.Started = func(n *Node) { first = n.Status().Phase }
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			_, err := Open(ctx, cfg)
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			require.Equal(t, tc.want, first)
+		})
+	}
+}
