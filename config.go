@@ -23,7 +23,7 @@ import (
 //
 // v2: Acquire.Queued (docs/design.md, "The hot-key handoff"), a field a v1
 // decoder refuses.
-const ProtocolVersion uint32 = 2
+const ProtocolVersion uint32 = 3
 
 // skewMargin is what Validate adds to the drift term of the Skew bound: room
 // for scheduling and the time between reading a clock and acting on it.

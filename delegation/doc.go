@@ -32,7 +32,7 @@
 // # Invariants
 //
 // Hn names a hazard schedule, the reason for a rule: docs/design.md lists
-// H1–H22 with the rule for each.
+// H1–H24 with the rule for each.
 //
 //   - L1 holder first: a lease is anchored at the send of the attempt its reply
 //     echoes (never at receipt) and shortened by the drift bound, while the
@@ -58,8 +58,12 @@
 //     answering an attempt sent before it is given back unused (H9).
 //   - L6 held while alive: a running critical section renews its delegation
 //     at half the lease, recalled or contended or not, until it ends; only
-//     its own lease (WithLease), a refused renewal (the key moved, this node
-//     left the epoch) or a silent home end it early. A recalled delegation
+//     its own lease (WithLease), a refused renewal (this node left the
+//     epoch, or the key moved and its new home could not take the
+//     delegation over) or a silent home end it early. Once the key's home
+//     in the newest epoch is not the one that issued the delegation, renewals
+//     go to the new home, and the first it answers makes it the issuer
+//     (renewals, Release, reclaim); a Release before that goes to both. A recalled delegation
 //     admits nothing new (but its head locker once if it admitted nothing
 //     yet, its Recall overtaking its Grant or not, as under a contended
 //     Grant): local lockers queue and ask the home again, behind

@@ -171,7 +171,7 @@ func (m *Machine) Recall(now time.Time, env msg.Envelope, r msg.Recall) {
 
 // RenewReply extends the delegation from the send of the attempt it echoes;
 // a refusal counts as a Recall.
-func (m *Machine) RenewReply(now time.Time, r msg.RenewReply) {
+func (m *Machine) RenewReply(now time.Time, env msg.Envelope, r msg.RenewReply) {
 	ks := m.get(r.Key)
 	if ks == nil || ks.phase != held || !m.dtok(ks).Is(r.Token) {
 		return
@@ -191,6 +191,11 @@ func (m *Machine) RenewReply(now time.Time, r msg.RenewReply) {
 	}
 	if m.cfg.Mutations.renewAnchorAtReceipt() {
 		sent = now
+	}
+	if h, ok := m.homeNow(ks); ok && h.Same(env.From) {
+		// The key's new home took the delegation over: it renews it from
+		// now on, frees it on our Release, and reclaims it if it restarts.
+		m.setTakenOver(ks, env.From, env.FromInc)
 	}
 	if e := deadline.At(sent.Add(m.shorten(r.Lease))); e.After(ks.expires) {
 		ks.expires = e
@@ -242,6 +247,23 @@ func (m *Machine) Fresh(now time.Time, key string, tok fence.Token, err error) {
 	m.service(now, key, ks)
 }
 
+// reclaimable says whether a Reclaim from the issuer's incarnation inc
+// covers ks's delegation. By the token's incarnation, not the issuer's as
+// last recorded: a delegation already adopted by this reclaiming incarnation
+// is reported again, so answers are idempotent. The home may receive a
+// repeated Reclaim's answer first (reordered) and must not take an empty one
+// for the truth (seed 5522 of the simulator). A delegation taken over from
+// another home has a token of that home's incarnations: by the taking
+// incarnation then, reported to it again as well (the home skips a token it
+// already has).
+func (m *Machine) reclaimable(ks *keyState, inc uint64) bool {
+	if o := m.origins.Get(ks.origin); o.takenOver {
+		return o.issuer.Inc <= inc
+	}
+	t := m.dtok(ks).Incarnation
+	return t < inc && (!m.cfg.Mutations.reclaimLastIncOnly() || t+1 == inc)
+}
+
 // Reclaim answers a restarted home (env.FromInc is its new incarnation): the
 // delegations held from its earlier incarnations, which it adopts. Requests
 // and renewals outstanding at it are restarted; the driver discards replies
@@ -254,13 +276,7 @@ func (m *Machine) Reclaim(now time.Time, env msg.Envelope) {
 			continue
 		}
 		switch {
-		// By the token's incarnation, not the issuer's as last recorded: a
-		// delegation already adopted by this reclaiming incarnation is
-		// reported again, so answers are idempotent. The home may receive a
-		// repeated Reclaim's answer first (reordered) and must not take an
-		// empty one for the truth (seed 5522 of the simulator).
-		case ks.phase == held && m.issuer(ks).ID == env.From.ID && m.dtok(ks).Incarnation < env.FromInc &&
-			(!m.cfg.Mutations.reclaimLastIncOnly() || m.dtok(ks).Incarnation+1 == env.FromInc):
+		case ks.phase == held && m.issuer(ks).ID == env.From.ID && m.reclaimable(ks, env.FromInc):
 			kept = append(kept, msg.HeldDelegation{Key: key, Token: m.tok(ks), Remaining: ks.expires.Time().Sub(now), Barrier: ks.inherited()})
 			if m.issuer(ks).Inc < env.FromInc {
 				m.setIssuer(ks, env.From, env.FromInc)

@@ -258,7 +258,11 @@ func (m *Machine) sendRenew(now time.Time, key string, ks *keyState) {
 	x.renewAt = now.Add(m.cfg.RetryInterval)
 	ks.renews++
 	x.renewals.record(ks.renews, now)
-	m.send(m.issuer(ks).ID, msg.Renew{Key: key, Token: m.tok(ks), Attempt: ks.renews, Lease: m.cfg.Lease})
+	to := m.issuer(ks).Member
+	if h, ok := m.homeNow(ks); ok {
+		to = h // the old home refuses: ask the new one to take it over
+	}
+	m.send(to.ID, msg.Renew{Key: key, Token: m.tok(ks), Attempt: ks.renews, Lease: m.cfg.Lease})
 }
 
 // drain ends the delegation cleanly: settle the writes admitted under it,
@@ -280,6 +284,10 @@ func (m *Machine) drain(now time.Time, key string, ks *keyState) {
 func (m *Machine) release(now time.Time, key string, ks *keyState, barrier []byte) {
 	m.stats.Releases++
 	m.send(m.issuer(ks).ID, msg.Release{Key: key, Token: m.tok(ks), Barrier: barrier})
+	if h, ok := m.homeNow(ks); ok {
+		// The new home may have taken it over before its answer reached us.
+		m.send(h.ID, msg.Release{Key: key, Token: m.tok(ks), Barrier: barrier})
+	}
 	// Drained for waiters (recalled, or a contended grant used up), not
 	// refused or lapsed: the home has others queued for the key.
 	toWaiters := ks.left == 0 && !ks.is(refused)

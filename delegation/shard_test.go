@@ -137,7 +137,7 @@ func shardRun(t *testing.T, seed uint64, shards int) []string {
 			}
 		case op < 9:
 			if tok, _, _, ok := m.Holding(key); ok {
-				m.RenewReply(now, msg.RenewReply{Key: key, Token: tok, Attempt: uint32(rng.IntN(3)), OK: rng.IntN(5) > 0, Lease: 200 * time.Millisecond})
+				m.RenewReply(now, msg.Envelope{}, msg.RenewReply{Key: key, Token: tok, Attempt: uint32(rng.IntN(3)), OK: rng.IntN(5) > 0, Lease: 200 * time.Millisecond})
 			}
 		default:
 			// Steps of whole milliseconds make keys fall due together.

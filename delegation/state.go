@@ -87,6 +87,9 @@ const (
 type origin struct {
 	epoch, inc uint64 // the token's
 	issuer     issuer
+	// takenOver: the issuer is not the home that minted the token but the
+	// key's new home, which took the delegation over when the key moved.
+	takenOver bool
 }
 
 // issuer is the home that granted a delegation, as the incarnation that
@@ -418,6 +421,29 @@ func (m *Machine) setOrigin(ks *keyState, tok fence.Token, from msg.Member, inc 
 
 // setIssuer records the home that adopted ks's delegation (by reclaim).
 func (m *Machine) setIssuer(ks *keyState, from msg.Member, inc uint64) {
-	t := m.dtok(ks)
-	m.setOrigin(ks, t.Token(), from, inc)
+	o := *m.origins.Get(ks.origin)
+	o.issuer = issuer{from, inc}
+	ks.origin = m.origins.Swap(ks.origin, o)
+}
+
+// setTakenOver records the key's new home, as incarnation inc, as the home
+// that now renews and frees ks's delegation.
+func (m *Machine) setTakenOver(ks *keyState, from msg.Member, inc uint64) {
+	o := *m.origins.Get(ks.origin)
+	o.issuer, o.takenOver = issuer{from, inc}, true
+	ks.origin = m.origins.Swap(ks.origin, o)
+}
+
+// homeNow is the key's home in the newest epoch this node knows when that is
+// not the issuer: the home to renew with, and to tell of the release too,
+// once a key has moved (docs/design.md, "Moving a running section").
+func (m *Machine) homeNow(ks *keyState) (msg.Member, bool) {
+	if m.ring == nil {
+		return msg.Member{}, false
+	}
+	h, ok := m.ring.Home(ks.key)
+	if !ok || h.ID == m.issuer(ks).ID {
+		return msg.Member{}, false
+	}
+	return h, true
 }

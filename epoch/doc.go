@@ -43,7 +43,7 @@
 // # Invariants
 //
 // Hn names a hazard schedule, the reason for a rule: docs/design.md lists
-// H1–H22 with the rule for each.
+// H1–H24 with the rule for each.
 //
 //   - E1 epochs never fork: no two different epochs are learned for one
 //     number anywhere, and a node's learned number only grows. Epoch n+1 is

@@ -342,6 +342,9 @@ func (m *Machine) Withdraw(now time.Time, env msg.Envelope, w msg.Withdraw) {
 func (m *Machine) Renew(now time.Time, env msg.Envelope, r msg.Renew) {
 	ke := m.keys.Get(r.Key)
 	if ke == nil || ke.deleg() == nil || !m.dtok(ke).Is(r.Token) || !m.holder(ke).Same(env.From) {
+		if m.awaitHandOver(now, env, r) {
+			return
+		}
 		// Not ours (anymore): refuse, so the holder drains rather than trusts it.
 		m.send(env.From.ID, msg.RenewReply{Key: r.Key, Token: r.Token, Attempt: r.Attempt})
 		return

@@ -21,7 +21,7 @@
 // # Invariants
 //
 // Hn names a hazard schedule, the reason for a rule: docs/design.md lists
-// H1–H22 with the rule for each.
+// H1–H24 with the rule for each.
 //
 //   - D1 at most one live delegation per key; a home never forgets one before
 //     its expiry (caps refuse new requests, nothing is evicted).
@@ -37,7 +37,13 @@
 //     home waived the term; the restart gate is never waived by Drained (H13).
 //   - G2 a home vouches Drained only for a key it served in the previous epoch
 //     with its gate passed, no longer grants, and holds no live delegation
-//     for (H5, H12, H19).
+//     for but the one it hands over in it (H5, H12, H19).
+//   - G3 a new home takes a handed-over delegation (Drained.Live) only while
+//     its move-in gate for the key still runs, with an expiry later than the
+//     old home's (receipt + remaining + Skew), and answers no request with
+//     it: it never sends a Grant for a delegation it did not mint (H24). A
+//     Renew for a token it does not know, of a key whose move-in gate runs,
+//     asks the old home (DrainQuery) instead of refusing.
 //   - R1 a restarted home gates everything until start + EpochLease + Skew
 //     unless its current epoch's gate-passed marker was synced and every
 //     member answered its reclaim (H2, H3); reclaimed delegations are adopted.

@@ -3,6 +3,8 @@ package home
 import (
 	"time"
 
+	"github.com/homelock/homelock/internal/deadline"
+	"github.com/homelock/homelock/internal/dtoken"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -100,7 +102,8 @@ func (m *Machine) DrainQuery(now time.Time, env msg.Envelope, q msg.DrainQuery) 
 // answerQueries sends Drained for every pending query this incarnation can
 // vouch for: it served key in From with its gate passed (or its restart gate
 // and reclaim stand in), it no longer grants key, and no delegation for key
-// is live. Otherwise it sends the remaining wait once per query.
+// is live but one it hands over. Otherwise it sends the remaining wait once
+// per query.
 func (m *Machine) answerQueries(now time.Time, key string, ke *entry) {
 	x := ke.extra()
 	if x == nil || len(x.queries) == 0 {
@@ -113,13 +116,24 @@ func (m *Machine) answerQueries(now time.Time, key string, ke *entry) {
 		if cur == nil || cur.e.Number != q.To {
 			continue // stale: a newer epoch makes it moot
 		}
-		wait, ok := m.canVouch(now, key, ke, q.From)
+		gate, ok := m.vouchGate(key, ke, q.From)
 		if !ok {
 			continue // we never served key in From: no Drained, the gate runs
 		}
+		wait := m.vouchWait(now, ke, gate)
 		if wait <= 0 {
 			m.stats.Drained++
 			m.send(p.from, msg.Drained{Key: key, From: q.From, To: q.To, ReceiverInc: q.ReceiverInc, Barrier: ke.barrier()})
+			continue
+		}
+		if live := m.handOver(now, ke, gate, p.from); live != nil {
+			// The new home takes the running delegation over; asking again
+			// (this answer lost) gets it again, with what is left then.
+			if !ke.is(handedOver) {
+				ke.set(handedOver, true)
+				m.stats.HandedOver++
+			}
+			m.send(p.from, msg.Drained{Key: key, From: q.From, To: q.To, ReceiverInc: q.ReceiverInc, Barrier: ke.handOn(nil), Live: live})
 			continue
 		}
 		if p.answered.IsZero() {
@@ -135,18 +149,24 @@ func (m *Machine) answerQueries(now time.Time, key string, ke *entry) {
 	}
 }
 
-// canVouch says whether this incarnation was key's home in epoch from, and if
-// so how long until it can send Drained (0: now).
-func (m *Machine) canVouch(now time.Time, key string, ke *entry, from uint64) (time.Duration, bool) {
+// vouchGate says whether this incarnation was key's home in epoch from, and
+// if so when its own gate there (the restart gate included) passed or will.
+func (m *Machine) vouchGate(key string, ke *entry, from uint64) (time.Time, bool) {
 	i, v := m.view(from)
 	if v == nil || !m.isHomeIn(v, key) || m.IsHome(key) {
-		return 0, false
+		return time.Time{}, false
 	}
-	var ready time.Time
-	if !m.cfg.Mutations.drainWhileGated() {
-		end, _ := m.gateAt(key, ke, i)
-		ready = later(end, m.restartGateEnd())
+	if m.cfg.Mutations.drainWhileGated() {
+		return time.Time{}, true
 	}
+	end, _ := m.gateAt(key, ke, i)
+	return later(end, m.restartGateEnd()), true
+}
+
+// vouchWait is how long until a Drained may say no delegation is live: the
+// gate's end, or the live delegation's expiry (0: now).
+func (m *Machine) vouchWait(now time.Time, ke *entry, gate time.Time) time.Duration {
+	ready := gate
 	if d := ke.deleg(); d != nil {
 		if e := d.expires.Time(); e.After(ready) {
 			ready = e
@@ -156,15 +176,46 @@ func (m *Machine) canVouch(now time.Time, key string, ke *entry, from uint64) (t
 		}
 	}
 	if !ready.After(now) {
-		return 0, true
+		return 0
 	}
-	return ready.Sub(now), true
+	return ready.Sub(now)
+}
+
+// handOver returns ke's live delegation for the key's new home to take over,
+// or nil when it must be waited out: the gate in the epoch it was served in
+// must have passed (so it is the only delegation that can be live), the new
+// home must run this protocol version (an older one would read the Drained
+// without it), and the holder must be a member of the current epoch (the new
+// home would refuse its renewals).
+func (m *Machine) handOver(now time.Time, ke *entry, gate time.Time, to msg.NodeID) *msg.HandedOver {
+	d := ke.deleg()
+	cur := m.current()
+	if d == nil || gate.After(now) || !deadline.At(now).Before(d.expires) {
+		return nil
+	}
+	h := m.holder(ke)
+	if !cur.e.Has(h.Member) || m.memberVersion(cur, to) != m.cfg.Self.Version {
+		return nil
+	}
+	return &msg.HandedOver{Token: m.dtok(ke).Token(), Holder: h.Member, HolderInc: h.Inc,
+		Lease: m.lease(ke), Remaining: d.expires.Time().Sub(now)}
+}
+
+// memberVersion is the protocol version id runs in epoch v (0: not a member).
+func (m *Machine) memberVersion(v *epochView, id msg.NodeID) uint32 {
+	for _, mb := range v.e.Members {
+		if mb.ID == id {
+			return mb.Version
+		}
+	}
+	return 0
 }
 
 // Drained waives key's move-in term when it comes from key's home in the
 // previous epoch, names this incarnation, and the transition we wait on;
 // anything else (stale, duplicated, for an earlier incarnation) is ignored
-// (H5, H13).
+// (H5, H13). A Drained that hands over a live delegation makes it this
+// home's: renewed while its section runs, released to here.
 func (m *Machine) Drained(now time.Time, env msg.Envelope, d msg.Drained) {
 	cur := m.current()
 	if cur == nil || cur.prev == nil || d.From+1 != d.To || d.ReceiverInc != m.cfg.Inc {
@@ -181,11 +232,78 @@ func (m *Machine) Drained(now time.Time, env msg.Envelope, d msg.Drained) {
 		return
 	}
 	ke := m.entry(d.Key)
+	if ke.more().drainedFor == cur.e.Number {
+		// Waived already: a repeated or late answer changes nothing (its
+		// delegation may have been taken over, released and followed by
+		// our own grant since).
+		m.serve(now, d.Key, ke)
+		return
+	}
+	if d.Live != nil {
+		m.takeOver(now, ke, d)
+	}
 	ke.edit().drainedFor = cur.e.Number
 	if d.Barrier != nil && ke.deleg() == nil {
 		ke.setBytes(d.Barrier, nil)
 	}
 	m.serve(now, d.Key, ke)
+}
+
+// takeOver records the delegation an old home handed over, its lease anchored
+// at receipt plus Skew (as a reclaim adopts one), unless the move-in gate
+// passed meanwhile: then the activation gate has outlasted it, and this home
+// may have granted the key since. Like an adopted one it answers no request:
+// this home never sends a Grant for it, whose lease the holder would anchor
+// at an attempt of its own, past the expiry counted here; a holder still
+// asking (the old home's Grant is late or lost) waits behind it.
+func (m *Machine) takeOver(now time.Time, ke *entry, d msg.Drained) {
+	l := d.Live
+	cur := m.current()
+	if gate, _ := m.gateFor(ke.key, ke); !gate.After(now) || ke.deleg() != nil || !cur.e.Has(l.Holder) {
+		return
+	}
+	lease := l.Lease
+	if lease <= 0 || lease > m.cfg.MaxLease {
+		lease = m.cfg.MaxLease
+	}
+	m.setDeleg(ke, delegation{
+		holder:  m.peers.Ref(peer{l.Holder, l.HolderInc}),
+		expires: deadline.At(now.Add(l.Remaining + m.cfg.Skew)),
+	}, lease, dtoken.Of(l.Token), msg.RequestID{}, d.Barrier)
+	if x := ke.extra(); x != nil {
+		x.idleSince, x.waitedSince = time.Time{}, time.Time{}
+	}
+	m.live++
+	m.byHold[l.Holder.ID]++
+	m.stats.TakenOver++
+	m.timers.Add(ke, ke.d.expires)
+}
+
+// awaitHandOver answers a Renew for a delegation this home does not know:
+// when the key moved in from the previous epoch and its gate still runs, the
+// old home may hand it over, so ask it (DrainQuery) and let the holder renew
+// again. It reports whether it asked; the caller refuses otherwise.
+func (m *Machine) awaitHandOver(now time.Time, env msg.Envelope, r msg.Renew) bool {
+	cur := m.current()
+	if cur == nil || !m.IsHome(r.Key) || r.Token.Epoch >= cur.e.Number {
+		return false
+	}
+	ke := m.keys.Get(r.Key)
+	if ke != nil && (ke.deleg() != nil || ke.more().drainedFor == cur.e.Number) {
+		return false
+	}
+	if !cur.e.Has(env.From) || env.From.Version != m.cfg.Self.Version {
+		return false
+	}
+	gate, from := m.gateFor(r.Key, ke)
+	if !gate.After(now) || from == 0 {
+		return false
+	}
+	ke = m.entry(r.Key)
+	m.queryDrain(now, r.Key, ke, from)
+	// The entry goes when nothing needs it; serve decides at the next tick.
+	m.schedule(ke, now.Add(StaleWaiters*m.cfg.RetryInterval))
+	return true
 }
 
 // GateRemaining postpones our next DrainQuery for key; it never shortens a gate.

@@ -22,6 +22,8 @@ type Stats struct {
 	Refused      uint64
 	Drained      uint64 // Drained answers sent
 	Adopted      uint64 // delegations adopted by reclaim
+	HandedOver   uint64 // live delegations handed to their key's new home
+	TakenOver    uint64 // live delegations taken over from a key's old home
 	Live         int    // live delegations now
 	Waiting      int    // queued requests now
 }

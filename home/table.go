@@ -79,6 +79,9 @@ const (
 	// (Config.Sign). The home keeps none of it: a re-sent Grant is signed
 	// again from what the entry keeps (Machine.sign).
 	signedGrant
+	// handedOver: the key moved away and its new home took this delegation
+	// over (Drained.Live); its end here is no expired hold.
+	handedOver
 )
 
 func (ke *entry) is(f delegFlags) bool { return ke.flags&f != 0 }
@@ -340,18 +343,13 @@ func (m *Machine) free(now time.Time, ke *entry, released bool, barrier []byte) 
 	if d == nil {
 		return
 	}
-	handOn := ke.barrier()
-	if barrier != nil {
-		handOn = barrier
-	} else if g := ke.given(); g != nil {
-		handOn = g
-	}
+	handOn := ke.handOn(barrier)
 	if released {
 		m.stats.Releases++
 		if len(ke.waiters()) > 0 {
 			m.stats.Handoffs++
 		}
-	} else {
+	} else if !ke.is(handedOver) {
 		m.stats.ExpiredHolds++
 	}
 	holder := m.holder(ke).ID
@@ -364,6 +362,18 @@ func (m *Machine) free(now time.Time, ke *entry, released bool, barrier []byte) 
 	if m.byHold[holder]--; m.byHold[holder] <= 0 {
 		delete(m.byHold, holder)
 	}
+}
+
+// handOn is the barrier the next grant gets once the live delegation ends
+// with barrier (nil: none of its own, it passes on what it inherited, H18).
+func (ke *entry) handOn(barrier []byte) []byte {
+	if barrier != nil {
+		return barrier
+	}
+	if g := ke.given(); g != nil {
+		return g
+	}
+	return ke.barrier()
 }
 
 // setDeleg replaces key's live delegation with d (no holder: none), of token

@@ -7,7 +7,7 @@
 // # What is stored, and why each write is synced
 //
 // Hn names a hazard schedule, the reason for a rule: docs/design.md lists
-// H1–H22 with the rule for each.
+// H1–H24 with the rule for each.
 //
 //   - Identity (node ID, random store ID, cluster ID), written once when the
 //     store is created. Members are (node ID, store ID) pairs, so a wiped

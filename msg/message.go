@@ -341,12 +341,28 @@ type DrainQuery struct {
 }
 
 // Drained vouches that K's home in From has stopped granting K and holds no
-// live delegation for it; Barrier is the last released barrier.
+// live delegation for it but Live, if set; Barrier is the last released
+// barrier (Live's inherited one while it runs).
 type Drained struct {
 	Key         string
 	From, To    uint64
 	ReceiverInc uint64
 	Barrier     []byte
+	// Live is the one delegation for K still live at the old home, handed to
+	// the new home so that a critical section running under it outlives the
+	// move (lock protocol v3). Nil when none is live.
+	Live *HandedOver
+}
+
+// HandedOver is a live delegation an old home hands to the key's new home
+// in Drained: whom it names, and how long the old home still counts it live
+// from the send (its own expiry, Skew included).
+type HandedOver struct {
+	Token     fence.Token
+	Holder    Member
+	HolderInc uint64
+	Lease     time.Duration
+	Remaining time.Duration
 }
 
 // GateRemaining answers a DrainQuery that cannot be vouched for yet: ask

@@ -35,7 +35,7 @@
 // when no other member is alive to (H23).
 //
 // Hn names a hazard schedule, the reason for a rule: docs/design.md lists
-// H1–H23 with the rule for each.
+// H1–H24 with the rule for each.
 //
 // Header rules applied before any machine sees a message:
 //   - a message from an incarnation below one that reclaimed from us is

@@ -484,7 +484,11 @@ func describeBody(env msg.Envelope) string {
 	case msg.DrainQuery:
 		return fmt.Sprintf("drain-query %s e%d->e%d receiver=i%d", m.Key, m.From, m.To, m.ReceiverInc)
 	case msg.Drained:
-		return fmt.Sprintf("drained %s e%d->e%d receiver=i%d%s", m.Key, m.From, m.To, m.ReceiverInc, optBarrier(m.Barrier))
+		s := fmt.Sprintf("drained %s e%d->e%d receiver=i%d%s", m.Key, m.From, m.To, m.ReceiverInc, optBarrier(m.Barrier))
+		if l := m.Live; l != nil {
+			s += fmt.Sprintf(" live=%s holder=%s.i%d remaining=%v", l.Token, l.Holder.ID, l.HolderInc, l.Remaining)
+		}
+		return s
 	case msg.GateRemaining:
 		return fmt.Sprintf("gate-remaining %s e%d->e%d receiver=i%d remaining=%v", m.Key, m.From, m.To, m.ReceiverInc, m.Remaining)
 	case msg.Learn:

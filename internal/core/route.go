@@ -101,7 +101,7 @@ func (n *Node) dispatch(now time.Time, env msg.Envelope) {
 	case msg.Recall:
 		n.holder.Recall(now, env, b)
 	case msg.RenewReply:
-		n.holder.RenewReply(now, b)
+		n.holder.RenewReply(now, env, b)
 	case msg.Reclaim:
 		// From now on nothing from its older incarnations counts (H1, H11).
 		if env.FromInc > n.minInc[env.From.ID] {

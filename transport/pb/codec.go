@@ -322,6 +322,33 @@ func tokenFrom(p *Token, c *checker) fence.Token {
 	return fence.Token{Epoch: p.Epoch, Incarnation: p.Incarnation, Counter: p.Counter}
 }
 
+func (c *checker) handedOverTo(h *msg.HandedOver) *HandedOver {
+	if h == nil {
+		return nil
+	}
+	if h.Token.IsZero() || h.Holder.ID == "" {
+		c.fail(ErrMalformed, "drained.live needs a token and a holder")
+	}
+	return &HandedOver{Token: tokenTo(h.Token), Holder: c.memberTo("live.holder", h.Holder), HolderInc: h.HolderInc,
+		LeaseNanos: int64(h.Lease), RemainingNanos: int64(h.Remaining)}
+}
+
+// handedOverFrom refuses a handed-over delegation without a token or a
+// holder: the new home would record a delegation nobody can renew or
+// release.
+func (c *checker) handedOverFrom(p *HandedOver) *msg.HandedOver {
+	if p == nil {
+		return nil
+	}
+	known(c, p)
+	h := &msg.HandedOver{Token: tokenFrom(p.Token, c), Holder: c.memberFrom("live.holder", p.Holder), HolderInc: p.HolderInc,
+		Lease: time.Duration(p.LeaseNanos), Remaining: time.Duration(p.RemainingNanos)}
+	if h.Token.IsZero() || h.Holder.ID == "" {
+		c.fail(ErrMalformed, "drained.live needs a token and a holder")
+	}
+	return h
+}
+
 func reqTo(r msg.RequestID) *RequestID {
 	if r == (msg.RequestID{}) {
 		return nil
@@ -438,7 +465,7 @@ func (c *checker) bodyTo(p *Envelope, body msg.Body) {
 	case msg.DrainQuery:
 		p.Body = &Envelope_DrainQuery{DrainQuery: &DrainQuery{Key: c.keyTo(b.Key), From: b.From, To: b.To, ReceiverInc: b.ReceiverInc}}
 	case msg.Drained:
-		p.Body = &Envelope_Drained{Drained: &Drained{Key: c.keyTo(b.Key), From: b.From, To: b.To, ReceiverInc: b.ReceiverInc, Barrier: c.bytes("barrier", b.Barrier, MaxBarrierLen)}}
+		p.Body = &Envelope_Drained{Drained: &Drained{Key: c.keyTo(b.Key), From: b.From, To: b.To, ReceiverInc: b.ReceiverInc, Barrier: c.bytes("barrier", b.Barrier, MaxBarrierLen), Live: c.handedOverTo(b.Live)}}
 	case msg.GateRemaining:
 		p.Body = &Envelope_GateRemaining{GateRemaining: &GateRemaining{Key: c.keyTo(b.Key), From: b.From, To: b.To, ReceiverInc: b.ReceiverInc, RemainingNanos: int64(b.Remaining)}}
 	case nil:
@@ -565,7 +592,7 @@ func (c *checker) bodyFrom(p *Envelope) msg.Body {
 	case *Envelope_Drained:
 		q := b.Drained
 		known(c, q)
-		return msg.Drained{Key: c.keyFrom(q.GetKey()), From: q.GetFrom(), To: q.GetTo(), ReceiverInc: q.GetReceiverInc(), Barrier: c.bytes("barrier", q.GetBarrier(), MaxBarrierLen)}
+		return msg.Drained{Key: c.keyFrom(q.GetKey()), From: q.GetFrom(), To: q.GetTo(), ReceiverInc: q.GetReceiverInc(), Barrier: c.bytes("barrier", q.GetBarrier(), MaxBarrierLen), Live: c.handedOverFrom(q.GetLive())}
 	case *Envelope_GateRemaining:
 		q := b.GateRemaining
 		known(c, q)

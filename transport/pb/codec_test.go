@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/homelock/homelock/fence"
 	"github.com/homelock/homelock/msg"
 	"github.com/homelock/homelock/transport/internal/samples"
 )
@@ -176,14 +177,15 @@ func TestEncodeRefuses(t *testing.T) {
 		env  msg.Envelope
 		want error
 	}{
-		"nil body":     {msg.Envelope{}, ErrUnknownMessage},
-		"pointer body": {msg.Envelope{Body: &msg.Grant{}}, ErrUnknownMessage},
-		"foreign body": {msg.Envelope{Body: foreign{}}, ErrUnknownMessage},
-		"bad enum":     {msg.Envelope{Body: msg.RenewalAnswer{Result: 42}}, ErrBadEnum},
-		"zero enum":    {msg.Envelope{Body: msg.Refused{}}, ErrBadEnum},
-		"long key":     {msg.Envelope{Body: msg.Recall{Key: strings.Repeat("k", MaxKeyLen+1)}}, ErrMessageTooLarge},
-		"long barrier": {msg.Envelope{Body: msg.Drained{Barrier: make([]byte, MaxBarrierLen+1)}}, ErrMessageTooLarge},
-		"many held":    {msg.Envelope{Body: msg.ReclaimAnswer{Held: make([]msg.HeldDelegation, MaxHeld+1)}}, ErrMessageTooLarge},
+		"nil body":       {msg.Envelope{}, ErrUnknownMessage},
+		"pointer body":   {msg.Envelope{Body: &msg.Grant{}}, ErrUnknownMessage},
+		"foreign body":   {msg.Envelope{Body: foreign{}}, ErrUnknownMessage},
+		"bad enum":       {msg.Envelope{Body: msg.RenewalAnswer{Result: 42}}, ErrBadEnum},
+		"zero enum":      {msg.Envelope{Body: msg.Refused{}}, ErrBadEnum},
+		"long key":       {msg.Envelope{Body: msg.Recall{Key: strings.Repeat("k", MaxKeyLen+1)}}, ErrMessageTooLarge},
+		"long barrier":   {msg.Envelope{Body: msg.Drained{Barrier: make([]byte, MaxBarrierLen+1)}}, ErrMessageTooLarge},
+		"live no holder": {msg.Envelope{Body: msg.Drained{Live: &msg.HandedOver{Token: fence.Token{Epoch: 1, Incarnation: 1, Counter: 1}}}}, ErrMalformed},
+		"many held":      {msg.Envelope{Body: msg.ReclaimAnswer{Held: make([]msg.HeldDelegation, MaxHeld+1)}}, ErrMessageTooLarge},
 	} {
 		_, err := Encode(tc.env)
 		require.ErrorIs(t, err, tc.want, name)

@@ -2500,12 +2500,14 @@ func (x *DrainQuery) GetReceiverInc() uint64 {
 }
 
 type Drained struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	From          uint64                 `protobuf:"varint,2,opt,name=from,proto3" json:"from,omitempty"`
-	To            uint64                 `protobuf:"varint,3,opt,name=to,proto3" json:"to,omitempty"`
-	ReceiverInc   uint64                 `protobuf:"varint,4,opt,name=receiver_inc,json=receiverInc,proto3" json:"receiver_inc,omitempty"`
-	Barrier       []byte                 `protobuf:"bytes,5,opt,name=barrier,proto3" json:"barrier,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Key         []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	From        uint64                 `protobuf:"varint,2,opt,name=from,proto3" json:"from,omitempty"`
+	To          uint64                 `protobuf:"varint,3,opt,name=to,proto3" json:"to,omitempty"`
+	ReceiverInc uint64                 `protobuf:"varint,4,opt,name=receiver_inc,json=receiverInc,proto3" json:"receiver_inc,omitempty"`
+	Barrier     []byte                 `protobuf:"bytes,5,opt,name=barrier,proto3" json:"barrier,omitempty"`
+	// Lock protocol v3: the delegation still live at the old home.
+	Live          *HandedOver `protobuf:"bytes,6,opt,name=live,proto3" json:"live,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2575,6 +2577,89 @@ func (x *Drained) GetBarrier() []byte {
 	return nil
 }
 
+func (x *Drained) GetLive() *HandedOver {
+	if x != nil {
+		return x.Live
+	}
+	return nil
+}
+
+type HandedOver struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Token          *Token                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	Holder         *Member                `protobuf:"bytes,2,opt,name=holder,proto3" json:"holder,omitempty"`
+	HolderInc      uint64                 `protobuf:"varint,3,opt,name=holder_inc,json=holderInc,proto3" json:"holder_inc,omitempty"`
+	LeaseNanos     int64                  `protobuf:"varint,4,opt,name=lease_nanos,json=leaseNanos,proto3" json:"lease_nanos,omitempty"`
+	RemainingNanos int64                  `protobuf:"varint,5,opt,name=remaining_nanos,json=remainingNanos,proto3" json:"remaining_nanos,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *HandedOver) Reset() {
+	*x = HandedOver{}
+	mi := &file_homelock_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandedOver) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandedOver) ProtoMessage() {}
+
+func (x *HandedOver) ProtoReflect() protoreflect.Message {
+	mi := &file_homelock_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandedOver.ProtoReflect.Descriptor instead.
+func (*HandedOver) Descriptor() ([]byte, []int) {
+	return file_homelock_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *HandedOver) GetToken() *Token {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+func (x *HandedOver) GetHolder() *Member {
+	if x != nil {
+		return x.Holder
+	}
+	return nil
+}
+
+func (x *HandedOver) GetHolderInc() uint64 {
+	if x != nil {
+		return x.HolderInc
+	}
+	return 0
+}
+
+func (x *HandedOver) GetLeaseNanos() int64 {
+	if x != nil {
+		return x.LeaseNanos
+	}
+	return 0
+}
+
+func (x *HandedOver) GetRemainingNanos() int64 {
+	if x != nil {
+		return x.RemainingNanos
+	}
+	return 0
+}
+
 type GateRemaining struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Key            []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -2588,7 +2673,7 @@ type GateRemaining struct {
 
 func (x *GateRemaining) Reset() {
 	*x = GateRemaining{}
-	mi := &file_homelock_proto_msgTypes[32]
+	mi := &file_homelock_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2600,7 +2685,7 @@ func (x *GateRemaining) String() string {
 func (*GateRemaining) ProtoMessage() {}
 
 func (x *GateRemaining) ProtoReflect() protoreflect.Message {
-	mi := &file_homelock_proto_msgTypes[32]
+	mi := &file_homelock_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2613,7 +2698,7 @@ func (x *GateRemaining) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GateRemaining.ProtoReflect.Descriptor instead.
 func (*GateRemaining) Descriptor() ([]byte, []int) {
-	return file_homelock_proto_rawDescGZIP(), []int{32}
+	return file_homelock_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GateRemaining) GetKey() []byte {
@@ -2663,7 +2748,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_homelock_proto_msgTypes[33]
+	mi := &file_homelock_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2675,7 +2760,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_homelock_proto_msgTypes[33]
+	mi := &file_homelock_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2688,7 +2773,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_homelock_proto_rawDescGZIP(), []int{33}
+	return file_homelock_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Batch) GetEnvelopes() [][]byte {
@@ -2706,7 +2791,7 @@ type StreamSummary struct {
 
 func (x *StreamSummary) Reset() {
 	*x = StreamSummary{}
-	mi := &file_homelock_proto_msgTypes[34]
+	mi := &file_homelock_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2718,7 +2803,7 @@ func (x *StreamSummary) String() string {
 func (*StreamSummary) ProtoMessage() {}
 
 func (x *StreamSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_homelock_proto_msgTypes[34]
+	mi := &file_homelock_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2731,7 +2816,7 @@ func (x *StreamSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamSummary.ProtoReflect.Descriptor instead.
 func (*StreamSummary) Descriptor() ([]byte, []int) {
-	return file_homelock_proto_rawDescGZIP(), []int{34}
+	return file_homelock_proto_rawDescGZIP(), []int{35}
 }
 
 var File_homelock_proto protoreflect.FileDescriptor
@@ -2900,13 +2985,23 @@ const file_homelock_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x03 \x01(\x04R\x02to\x12!\n" +
-	"\freceiver_inc\x18\x04 \x01(\x04R\vreceiverInc\"|\n" +
+	"\freceiver_inc\x18\x04 \x01(\x04R\vreceiverInc\"\xa9\x01\n" +
 	"\aDrained\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\x04R\x04from\x12\x0e\n" +
 	"\x02to\x18\x03 \x01(\x04R\x02to\x12!\n" +
 	"\freceiver_inc\x18\x04 \x01(\x04R\vreceiverInc\x12\x18\n" +
-	"\abarrier\x18\x05 \x01(\fR\abarrier\"\x91\x01\n" +
+	"\abarrier\x18\x05 \x01(\fR\abarrier\x12+\n" +
+	"\x04live\x18\x06 \x01(\v2\x17.homelock.v1.HandedOverR\x04live\"\xcc\x01\n" +
+	"\n" +
+	"HandedOver\x12(\n" +
+	"\x05token\x18\x01 \x01(\v2\x12.homelock.v1.TokenR\x05token\x12+\n" +
+	"\x06holder\x18\x02 \x01(\v2\x13.homelock.v1.MemberR\x06holder\x12\x1d\n" +
+	"\n" +
+	"holder_inc\x18\x03 \x01(\x04R\tholderInc\x12\x1f\n" +
+	"\vlease_nanos\x18\x04 \x01(\x03R\n" +
+	"leaseNanos\x12'\n" +
+	"\x0fremaining_nanos\x18\x05 \x01(\x03R\x0eremainingNanos\"\x91\x01\n" +
 	"\rGateRemaining\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\x04R\x04from\x12\x0e\n" +
@@ -2952,7 +3047,7 @@ func file_homelock_proto_rawDescGZIP() []byte {
 }
 
 var file_homelock_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_homelock_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_homelock_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_homelock_proto_goTypes = []any{
 	(RenewalResult)(0),     // 0: homelock.v1.RenewalResult
 	(RefuseReason)(0),      // 1: homelock.v1.RefuseReason
@@ -2989,9 +3084,10 @@ var file_homelock_proto_goTypes = []any{
 	(*ReclaimAnswer)(nil),  // 32: homelock.v1.ReclaimAnswer
 	(*DrainQuery)(nil),     // 33: homelock.v1.DrainQuery
 	(*Drained)(nil),        // 34: homelock.v1.Drained
-	(*GateRemaining)(nil),  // 35: homelock.v1.GateRemaining
-	(*Batch)(nil),          // 36: homelock.v1.Batch
-	(*StreamSummary)(nil),  // 37: homelock.v1.StreamSummary
+	(*HandedOver)(nil),     // 35: homelock.v1.HandedOver
+	(*GateRemaining)(nil),  // 36: homelock.v1.GateRemaining
+	(*Batch)(nil),          // 37: homelock.v1.Batch
+	(*StreamSummary)(nil),  // 38: homelock.v1.StreamSummary
 }
 var file_homelock_proto_depIdxs = []int32{
 	3,  // 0: homelock.v1.Epoch.members:type_name -> homelock.v1.Member
@@ -3023,7 +3119,7 @@ var file_homelock_proto_depIdxs = []int32{
 	32, // 26: homelock.v1.Envelope.reclaim_answer:type_name -> homelock.v1.ReclaimAnswer
 	33, // 27: homelock.v1.Envelope.drain_query:type_name -> homelock.v1.DrainQuery
 	34, // 28: homelock.v1.Envelope.drained:type_name -> homelock.v1.Drained
-	35, // 29: homelock.v1.Envelope.gate_remaining:type_name -> homelock.v1.GateRemaining
+	36, // 29: homelock.v1.Envelope.gate_remaining:type_name -> homelock.v1.GateRemaining
 	4,  // 30: homelock.v1.Prepare.ballot:type_name -> homelock.v1.Ballot
 	4,  // 31: homelock.v1.Promise.ballot:type_name -> homelock.v1.Ballot
 	4,  // 32: homelock.v1.Promise.promised:type_name -> homelock.v1.Ballot
@@ -3053,13 +3149,16 @@ var file_homelock_proto_depIdxs = []int32{
 	8,  // 56: homelock.v1.Withdraw.req:type_name -> homelock.v1.RequestID
 	7,  // 57: homelock.v1.HeldDelegation.token:type_name -> homelock.v1.Token
 	31, // 58: homelock.v1.ReclaimAnswer.held:type_name -> homelock.v1.HeldDelegation
-	36, // 59: homelock.v1.Transport.Stream:input_type -> homelock.v1.Batch
-	37, // 60: homelock.v1.Transport.Stream:output_type -> homelock.v1.StreamSummary
-	60, // [60:61] is the sub-list for method output_type
-	59, // [59:60] is the sub-list for method input_type
-	59, // [59:59] is the sub-list for extension type_name
-	59, // [59:59] is the sub-list for extension extendee
-	0,  // [0:59] is the sub-list for field type_name
+	35, // 59: homelock.v1.Drained.live:type_name -> homelock.v1.HandedOver
+	7,  // 60: homelock.v1.HandedOver.token:type_name -> homelock.v1.Token
+	3,  // 61: homelock.v1.HandedOver.holder:type_name -> homelock.v1.Member
+	37, // 62: homelock.v1.Transport.Stream:input_type -> homelock.v1.Batch
+	38, // 63: homelock.v1.Transport.Stream:output_type -> homelock.v1.StreamSummary
+	63, // [63:64] is the sub-list for method output_type
+	62, // [62:63] is the sub-list for method input_type
+	62, // [62:62] is the sub-list for extension type_name
+	62, // [62:62] is the sub-list for extension extendee
+	0,  // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_homelock_proto_init() }
@@ -3100,7 +3199,7 @@ func file_homelock_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_homelock_proto_rawDesc), len(file_homelock_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   35,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

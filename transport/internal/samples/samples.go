@@ -49,6 +49,8 @@ func Bodies() []msg.Body {
 		}},
 		msg.DrainQuery{Key: "users/42", From: 1, To: 2, ReceiverInc: 4},
 		msg.Drained{Key: "users/42", From: 1, To: 2, ReceiverInc: 4, Barrier: []byte("pos:1400")},
+		msg.Drained{Key: "users/42", From: 1, To: 2, ReceiverInc: 4, Barrier: []byte("pos:1400"), Live: &msg.HandedOver{
+			Token: token, Holder: b, HolderInc: 3, Lease: 2 * time.Second, Remaining: 1700 * time.Millisecond}},
 		msg.GateRemaining{Key: "users/42", From: 1, To: 2, ReceiverInc: 4, Remaining: 3 * time.Second},
 	}
 }
