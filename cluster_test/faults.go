@@ -2,9 +2,11 @@ package clustertest
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
+	"github.com/homelock/homelock/epoch"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -107,26 +109,18 @@ func (s *Sim) randomFault() {
 		s.After(upTo(2*time.Second), func() { s.net.Drop, s.net.Dup = 0, 0; s.slowNet(false) })
 	case 8: // a clean leave, then Join again a while later
 		n := s.randomNode()
+		if h := s.homeUnderSection(); h != nil && s.rng.IntN(2) == 0 {
+			// Leave under a running section: its delegation moves to the
+			// key's new home.
+			n = h
+			s.faults["leave_under_section"]++
+			s.trace("leave under a running section: %s", n.id)
+		}
 		if !n.up() {
 			return
 		}
 		s.faults["leave"]++
-		s.budget(2)
-		s.trace("leave %s", n.id)
-		n.apply(s, n.core.Leave(n.local(s.now)))
-		gen := n.gen
-		var again func()
-		again = func() {
-			switch {
-			case n.gen != gen: // restarted: the new process joins on its own
-			case !n.up():
-				s.After(100*time.Millisecond, again)
-			default:
-				s.trace("join again %s", n.id)
-				n.core.WantJoin()
-			}
-		}
-		s.After(upTo(3*time.Second), again)
+		s.leaveThenJoin(n, upTo(3*time.Second))
 	case 9: // a new node joins
 		s.joinNew(s.someLiveMember(nil))
 	case 12: // a member's gossip goes dark for longer than DownAfter while
@@ -195,6 +189,47 @@ func (s *Sim) randomFault() {
 
 // joinNew adds a node that joins through seed's gossip address (at most 6
 // nodes in all, or one more than the initial members in a larger cluster).
+// homeUnderSection returns the home of a key whose long section another
+// node runs now, in that node's view, or nil.
+func (s *Sim) homeUnderSection() *simNode {
+	for _, n := range s.nodes {
+		if !n.up() || n.disk.Learned() == nil {
+			continue
+		}
+		ring := epoch.NewRing(n.disk.Learned().Epoch)
+		for _, id := range slices.Sorted(maps.Keys(n.lockers)) {
+			cs := n.lockers[id]
+			if !cs.long || !cs.admitted || cs.closed {
+				continue
+			}
+			if h, ok := ring.Home(cs.key); ok && h.ID != n.member.ID {
+				return s.Node(string(h.ID))
+			}
+		}
+	}
+	return nil
+}
+
+// leaveThenJoin has n leave cleanly now and ask to join again after d.
+func (s *Sim) leaveThenJoin(n *simNode, d time.Duration) {
+	s.budget(2)
+	s.trace("leave %s", n.id)
+	n.apply(s, n.core.Leave(n.local(s.now)))
+	gen := n.gen
+	var again func()
+	again = func() {
+		switch {
+		case n.gen != gen: // restarted: the new process joins on its own
+		case !n.up():
+			s.After(100*time.Millisecond, again)
+		default:
+			s.trace("join again %s", n.id)
+			n.core.WantJoin()
+		}
+	}
+	s.After(d, again)
+}
+
 func (s *Sim) joinNew(seed *simNode) {
 	if len(s.nodes) >= max(6, s.cfg.Nodes+1) || seed == nil || !seed.up() {
 		return

@@ -11,7 +11,22 @@ import (
 // the schedules inject, and no invariant breaks.
 func TestQueuedAcquiresExercised(t *testing.T) {
 	queued := 0
-	for seed := uint64(1); seed <= 20; seed++ {
+	traceSeeds(t, 20, func(l string) {
+		if strings.Contains(l, "acquire") && strings.Contains(l, "queued=true") {
+			queued++
+		}
+	})
+	t.Logf("%d queued acquires in 20 seeds", queued)
+	if queued == 0 {
+		t.Fatal("no queued Acquire in 20 seeds: the simulator does not exercise the hint")
+	}
+}
+
+// traceSeeds runs the default schedules of seeds 1 to n with every event
+// traced, fails on a violation, and hands visit each trace line.
+func traceSeeds(t *testing.T, n uint64, visit func(line string)) {
+	t.Helper()
+	for seed := uint64(1); seed <= n; seed++ {
 		cfg := DefaultSimConfig(seed)
 		cfg.Trace = true
 		r := Run(cfg)
@@ -19,13 +34,7 @@ func TestQueuedAcquiresExercised(t *testing.T) {
 			t.Fatalf("seed %d:\n%s", seed, r.Report())
 		}
 		for _, l := range r.Trace {
-			if strings.Contains(l, "acquire") && strings.Contains(l, "queued=true") {
-				queued++
-			}
+			visit(l)
 		}
-	}
-	t.Logf("%d queued acquires in 20 seeds", queued)
-	if queued == 0 {
-		t.Fatal("no queued Acquire in 20 seeds: the simulator does not exercise the hint")
 	}
 }

@@ -289,3 +289,19 @@ func fourNodes(seed uint64, script func(*Sim)) SimConfig {
 	cfg.Nodes, cfg.Duration = 4, 30*time.Second
 	return cfg
 }
+
+// homeLeavesUnderSection: n2 runs a section of 4s (four leases) on a key
+// homed at n1 when n1 leaves cleanly (the key moves to n3), and n4 asks for
+// the key 1.5s before the section ends. n1 hands the running delegation to
+// n3, which renews it, so the section runs to its end; n4 gets the key
+// after it, with a higher token.
+func homeLeavesUnderSection(s *Sim) {
+	at := simEpochLease + simSkew + 300*time.Millisecond
+	var key string
+	s.After(at, func() {
+		key = s.keyMovingOff("n2", "n1", "n3")
+		s.LockKeyFor("n2", key, 4*simLease)
+	})
+	s.After(at+300*time.Millisecond, func() { s.leaveThenJoin(s.Node("n1"), 8*time.Second) })
+	s.After(at+4*simLease-1500*time.Millisecond, func() { s.LockKey("n4", key) })
+}

@@ -1,6 +1,8 @@
 package clustertest
 
 import (
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 )
@@ -117,6 +119,35 @@ func TestJumpedAnchorSchedule(t *testing.T) {
 	for seed := uint64(1); seed <= 20; seed++ {
 		if r := Run(fixedSchedule(seed, jumpedAnchor)); r.Failed() {
 			t.Fatal(r.Report())
+		}
+	}
+}
+
+// TestHomeLeavesUnderSection: a section keeps its lock when its
+// key's home leaves: the old home hands the delegation to the new one. On
+// the protocol before lock protocol v3 the section was revoked at its
+// lease's end (about 2s after the leave) and n4 admitted then.
+func TestHomeLeavesUnderSection(t *testing.T) {
+	revoke := regexp.MustCompile(`revoke n2 (k\d+) `)
+	admit := regexp.MustCompile(`admit (n2|n4) (k\d+) locker=\d+ (\S+) `)
+	for seed := uint64(1); seed <= 10; seed++ {
+		cfg := fourNodes(seed, homeLeavesUnderSection)
+		cfg.Trace = true
+		r := Run(cfg)
+		if r.Failed() {
+			t.Fatal(r.Report())
+		}
+		var admits []string
+		for _, l := range r.Trace {
+			if m := revoke.FindStringSubmatch(l); m != nil {
+				t.Fatalf("seed %d: n2's section on %s was revoked after its home left:\n%s", seed, m[1], r.Report())
+			}
+			if m := admit.FindStringSubmatch(l); m != nil {
+				admits = append(admits, m[1]+" "+m[3])
+			}
+		}
+		if len(admits) != 2 || !strings.HasPrefix(admits[0], "n2 ") || !strings.HasPrefix(admits[1], "n4 ") {
+			t.Fatalf("seed %d: admissions %v, want n2's then n4's", seed, admits)
 		}
 	}
 }

@@ -465,6 +465,9 @@ func describe(b msg.Body) string {
 	case msg.Learn:
 		return fmt.Sprintf("learn e%d %v", m.Epoch.Number, memberIDs(m.Epoch))
 	case msg.Drained:
+		if l := m.Live; l != nil {
+			return fmt.Sprintf("drained %s %d->%d live=%s holder=%s", m.Key, m.From, m.To, l.Token, l.Holder.ID)
+		}
 		return fmt.Sprintf("drained %s %d->%d", m.Key, m.From, m.To)
 	case msg.DrainQuery:
 		return fmt.Sprintf("drain_query %s %d->%d", m.Key, m.From, m.To)
