@@ -44,15 +44,74 @@ func TestProcessesLockCommand(t *testing.T) {
 	}
 	t.Run("wait/mute-port", func(t *testing.T) { muteNode(t, bin) })
 	t.Run("wait/stopped-node", func(t *testing.T) { stoppedNode(t, bin, procs) })
+	// It stops n3.
+	t.Run("home/SIGTERM", func(t *testing.T) { homeStopsUnderHolder(t, bin, dir, procs) })
 	// Last: it stops n1.
 	t.Run("node/SIGTERM", func(t *testing.T) { nodeStopsUnderHolder(t, bin, dir, procs) })
+}
+
+// homeStopsUnderHolder: `homelock lock` holds a key homed at n3 through n1,
+// its command running 3s (nearly four of the cluster's 800ms leases), when
+// n3 gets SIGTERM. n3 leaves and hands the running delegation to the key's
+// new home, so the command runs to its end under the lock and the lock
+// command exits 0; a locker through n2 then gets the key. (Before lock
+// protocol v3 the section ended at its lease, about a second after the
+// SIGTERM, and the lock command exited 120.)
+func homeStopsUnderHolder(t *testing.T, bin, dir string, procs []*hlProc) {
+	key := keyHomedAt("n3", "home-stops")
+	started, finished := filepath.Join(dir, key+"-started"), filepath.Join(dir, key+"-finished")
+	script := fmt.Sprintf(`touch %q; sleep 3; touch %q`, started, finished)
+	n3 := procs[2]
+	// A leaving node hands its keys off only while every other member looks
+	// alive in gossip (docs/membership.md); n2 was just SIGSTOPped.
+	waitFor(t, 30*time.Second, "n3 to see every member alive", func() bool {
+		st, err := statusOf(bin, n3.api)
+		if err != nil || len(st.Members) != 3 {
+			return false
+		}
+		for _, m := range st.Members {
+			if m.Liveness != "alive" {
+				return false
+			}
+		}
+		return true
+	})
+	first, exited := startHeld(t, bin, procs[0].api, key, script, started)
+	if err := n3.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the lock command never exited")
+	}
+	if code := first.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("SIGTERM to %s's home n3: the lock command through n1 exited %d, want 0 (its command ran to its end)\n%s", key, code, first.said())
+	}
+	if _, err := os.Stat(finished); err != nil {
+		t.Fatalf("the command did not finish: %v\n%s", err, first.said())
+	}
+	select {
+	case err := <-n3.done:
+		n3.done <- err
+		if err != nil {
+			t.Fatalf("n3 after SIGTERM: %v\n%s", err, n3.out)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("n3 still runs 30s after SIGTERM\n%s", n3.out)
+	}
+	out, err := exec.Command(bin, "lock", key, "--node", procs[1].api, "--wait", "20s", "--", "echo", "next").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "next" {
+		t.Fatalf("the next lock of %s through n2: %v\n%s", key, err, out)
+	}
+	t.Logf("SIGTERM to the home of a held key: the 3s command ran to its end under the lock (exit 0); n2 locked it next")
 }
 
 // nodeStopsUnderHolder: `homelock lock` holds a key (homed at n2) through
 // n1; its command traps TERM, takes 1s to finish and exits 3. n1 gets
 // SIGTERM, a controlled shutdown: it tells the lock command at once, which
 // stops its command, and keeps the lock until the command has exited. A
-// locker through n3, started right after the SIGTERM, must begin after the
+// locker through n2 (n3 has stopped), started right after the SIGTERM, must begin after the
 // command finished; the first lock command exits 120 (lost) and n1 exits 0.
 // (Before, n1 cut the stream after 2s and released at once: the next
 // holder began while the command still ran its cleanup.)
@@ -67,7 +126,7 @@ func nodeStopsUnderHolder(t *testing.T, bin, dir string, procs []*hlProc) {
 		t.Fatal(err)
 	}
 	stopped := time.Now()
-	out, err := exec.Command(bin, "lock", key, "--node", procs[2].api, "--wait", "20s", "--",
+	out, err := exec.Command(bin, "lock", key, "--node", procs[1].api, "--wait", "20s", "--",
 		"sh", "-c", fmt.Sprintf("if [ -e %q ]; then echo after; else echo OVERLAP; fi", finished)).CombinedOutput()
 	took := time.Since(stopped)
 	if err != nil {
@@ -97,7 +156,7 @@ func nodeStopsUnderHolder(t *testing.T, bin, dir string, procs []*hlProc) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("n1 still runs 30s after SIGTERM\n%s", n1.out)
 	}
-	t.Logf("SIGTERM to n1 under a holder: its command finished under the lock (exit %d); the next locker through n3 got %s %v after the SIGTERM",
+	t.Logf("SIGTERM to n1 under a holder: its command finished under the lock (exit %d); the next locker through n2 got %s %v after the SIGTERM",
 		code, key, took.Round(time.Millisecond))
 }
 
@@ -119,7 +178,7 @@ func signalledHolder(t *testing.T, bin, dir string, procs []*hlProc, sig syscall
 		t.Fatal(err)
 	}
 	signalled := time.Now()
-	out, err := exec.Command(bin, "lock", key, "--node", procs[2].api, "--wait", "20s", "--",
+	out, err := exec.Command(bin, "lock", key, "--node", procs[1].api, "--wait", "20s", "--",
 		"sh", "-c", fmt.Sprintf("if [ -e %q ]; then echo after; else echo OVERLAP; fi", finished)).CombinedOutput()
 	took := time.Since(signalled)
 	if err != nil {
