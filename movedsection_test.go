@@ -27,6 +27,8 @@ func TestSectionOutlivesItsHomesClose(t *testing.T) {
 	require.NoError(t, c.nodes[1].Close(closeCtx))
 	c.nodes[1] = nil
 	require.NoError(t, h.Valid(), "the section ended while its home closed")
+	takenOver := c.nodes[0].Stats().TakenOver + c.nodes[2].Stats().TakenOver
+	require.Equal(t, uint64(1), takenOver, "delegations taken over by the key's new home")
 
 	got := make(chan Handle, 1)
 	go func() {

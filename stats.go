@@ -27,8 +27,13 @@ type Stats struct {
 	Grants       uint64 // delegations granted
 	Recalls      uint64 // recalls sent
 	ExpiredHolds uint64 // delegations freed by waiting their lease out
-	Handoffs     uint64 // keys handed to a new home
+	Handoffs     uint64 // delegations released while others waited: the key went to the next waiter
 	Refused      uint64 // requests refused (caps, not a member, version)
+	// HandedOver and TakenOver count live delegations of moved keys: handed
+	// by this node, as the old home, to the key's new home, and taken over
+	// by this node as the new home (docs/design.md, "Moving a running
+	// section").
+	HandedOver, TakenOver uint64
 
 	// FencedWrites counts writes the embedding store refused by the fence
 	// (CountFencedWrite).
@@ -61,6 +66,7 @@ func (n *Node) Stats() Stats {
 		s.Admissions, s.LocalFast, s.Releases, s.Expired, s.Unused = ds.Admissions, ds.LocalFast, ds.Releases, ds.Expired, ds.Unused
 		s.Live, s.Waiting = hs.Live, hs.Waiting
 		s.Grants, s.Recalls, s.ExpiredHolds, s.Handoffs, s.Refused = hs.Grants, hs.Recalls, hs.ExpiredHolds, hs.Handoffs, hs.Refused
+		s.HandedOver, s.TakenOver = hs.HandedOver, hs.TakenOver
 	}
 	n.unlockAll()
 	s.FencedWrites = n.fencedWrites.Load()

@@ -57,6 +57,8 @@ type StatsReport struct {
 	Recalls            uint64                `json:"recalls"`
 	ExpiredHolds       uint64                `json:"expired_holds"`
 	Handoffs           uint64                `json:"handoffs"`
+	HandedOver         uint64                `json:"handed_over"`
+	TakenOver          uint64                `json:"taken_over"`
 	Refused            uint64                `json:"refused"`
 	FencedWrites       uint64                `json:"fenced_writes"`
 	ClockJumps         uint64                `json:"clock_jumps"`
@@ -90,7 +92,7 @@ func NewReport(st homelock.Status, s homelock.Stats) Report {
 			Admissions: s.Admissions, LocalFastPath: s.LocalFast, Releases: s.Releases,
 			ExpiredDelegations: s.Expired, UnusedGrants: s.Unused,
 			LiveDelegations: s.Live, WaitingRequests: s.Waiting, Grants: s.Grants, Recalls: s.Recalls,
-			ExpiredHolds: s.ExpiredHolds, Handoffs: s.Handoffs, Refused: s.Refused,
+			ExpiredHolds: s.ExpiredHolds, Handoffs: s.Handoffs, HandedOver: s.HandedOver, TakenOver: s.TakenOver, Refused: s.Refused,
 			FencedWrites: s.FencedWrites, ClockJumps: s.ClockJumps,
 			SentMessages: s.Sent.Msgs, SentBytes: s.Sent.Bytes,
 			ReceivedMessages: s.Received.Msgs, ReceivedBytes: s.Received.Bytes,

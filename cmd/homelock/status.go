@@ -96,7 +96,7 @@ func printReport(w io.Writer, r clientapi.Report) {
 		{"held", st.HeldDelegations}, {"pending", st.PendingAcquires}, {"deferred", st.DeferredLockers},
 		{"admissions", st.Admissions}, {"local fast path", st.LocalFastPath},
 		{"grants", st.Grants}, {"recalls", st.Recalls}, {"expired holds", st.ExpiredHolds},
-		{"handoffs", st.Handoffs}, {"fenced writes", st.FencedWrites}, {"clock jumps", st.ClockJumps},
+		{"handoffs", st.Handoffs}, {"handed over", st.HandedOver}, {"taken over", st.TakenOver}, {"fenced writes", st.FencedWrites}, {"clock jumps", st.ClockJumps},
 	} {
 		fmt.Fprintf(tw, "%s\t%v\t\n", row.k, row.v)
 	}
