@@ -52,3 +52,52 @@ func TestSectionOutlivesItsHomesClose(t *testing.T) {
 	require.True(t, h.Token().Less(h2.Token()), "%s then %s", h.Token(), h2.Token())
 	require.NoError(t, h2.Unlock())
 }
+
+// A rolling restart as `homelock node --help` describes it: each node but
+// the holder's is closed and opened again in turn, the next one as soon as
+// every node is available. The key's home n3 goes first: its key moves to
+// another node and back when n3 has joined again; n2 goes next, as soon as
+// the cluster is available, while that move back may still be under way
+// (its gate term is then an epoch older than the current one). The section
+// held through n1 runs on throughout.
+func TestSectionOutlivesARollingRestart(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	c.waitAvailable()
+	key := c.keyHomedAt(2, "rolling")
+	h, err := c.nodes[0].Lock(context.Background(), key)
+	require.NoError(t, err)
+	for _, i := range []int{2, 1} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		require.NoError(t, c.nodes[i].Close(ctx))
+		c.nodes[i], err = Open(ctx, c.cfgs[i])
+		cancel()
+		require.NoError(t, err)
+		deadline := time.Now().Add(20 * time.Second)
+		for !c.allMembersAvailable() {
+			require.True(t, time.Now().Before(deadline), "the cluster did not heal after restarting n%d", i+1)
+			time.Sleep(10 * time.Millisecond)
+		}
+		require.NoError(t, h.Valid(), "the section ended as n%d restarted", i+1)
+	}
+	time.Sleep(4 * c.cfgs[0].MaxLease)
+	require.NoError(t, h.Valid(), "the section ended after the rolling restart")
+	require.NoError(t, h.Unlock())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	h2, err := c.nodes[1].Lock(ctx, key)
+	require.NoError(t, err)
+	require.True(t, h.Token().Less(h2.Token()), "%s then %s", h.Token(), h2.Token())
+	require.NoError(t, h2.Unlock())
+}
+
+// allMembersAvailable: every node can grant and is a member of a
+// three-member epoch.
+func (c *cluster) allMembersAvailable() bool {
+	for _, n := range c.nodes {
+		st := n.Status()
+		if !st.Available || len(st.Members) != len(c.nodes) {
+			return false
+		}
+	}
+	return true
+}

@@ -60,29 +60,45 @@ func (m *Machine) isHomeIn(v *epochView, key string) bool {
 	return ok && h.ID == m.cfg.Self.ID
 }
 
-// queryDrain asks key's previous home whether it drained key (pulled, never
-// pushed), at most once per retry interval.
+// queryDrain asks key's home in epoch from, the epoch before key moved in,
+// whether it drained key (pulled, never pushed), at most once per retry
+// interval. The move need not be the current epoch's: epochs that changed
+// since without moving key (continuity) leave the question the same.
 func (m *Machine) queryDrain(now time.Time, key string, ke *entry, from uint64) {
-	cur := m.current()
-	if from == 0 || from+1 != cur.e.Number || cur.prev == nil {
+	if from == 0 {
+		return
+	}
+	_, v := m.view(from + 1)
+	if v == nil || v.prev == nil {
 		return
 	}
 	if x := ke.more(); now.Before(x.queryAt) || (!x.lastQuery.IsZero() && now.Sub(x.lastQuery) < m.cfg.RetryInterval) {
 		return
 	}
-	prevHome, ok := cur.prev.Home(key)
+	prevHome, ok := v.prev.Home(key)
 	if !ok {
 		return
 	}
 	ke.edit().lastQuery = now
-	m.send(prevHome.ID, msg.DrainQuery{Key: key, From: from, To: cur.e.Number, ReceiverInc: m.cfg.Inc})
+	m.send(prevHome.ID, msg.DrainQuery{Key: key, From: from, To: from + 1, ReceiverInc: m.cfg.Inc})
+}
+
+// movedIn is the epoch key moved in to this home in the chain of epochs it
+// has served key since (continuity), when a Drained from its home in the
+// epoch before could still waive that gate term; 0 otherwise (no move, a
+// move from epoch 0, or waived already).
+func (m *Machine) movedIn(key string, ke *entry) uint64 {
+	if _, from := m.gateAt(key, ke, len(m.history)-1); from != 0 {
+		return from + 1
+	}
+	return 0
 }
 
 // DrainQuery records a new home's question; answerQueries answers it when it
 // can (held until then) and says how long otherwise.
 func (m *Machine) DrainQuery(now time.Time, env msg.Envelope, q msg.DrainQuery) {
 	cur := m.current()
-	if cur == nil || cur.e.Number != q.To || q.From+1 != q.To {
+	if cur == nil || cur.e.Number < q.To || q.From+1 != q.To {
 		return // the header exchange brings whoever is behind up to date first
 	}
 	ke := m.entry(q.Key)
@@ -113,8 +129,8 @@ func (m *Machine) answerQueries(now time.Time, key string, ke *entry) {
 	kept := x.queries[:0]
 	for _, p := range x.queries {
 		q := p.q
-		if cur == nil || cur.e.Number != q.To {
-			continue // stale: a newer epoch makes it moot
+		if cur == nil {
+			continue
 		}
 		gate, ok := m.vouchGate(key, ke, q.From)
 		if !ok {
@@ -218,31 +234,28 @@ func (m *Machine) memberVersion(v *epochView, id msg.NodeID) uint32 {
 // home's: renewed while its section runs, released to here.
 func (m *Machine) Drained(now time.Time, env msg.Envelope, d msg.Drained) {
 	cur := m.current()
-	if cur == nil || cur.prev == nil || d.From+1 != d.To || d.ReceiverInc != m.cfg.Inc {
+	if cur == nil || d.From+1 != d.To || d.ReceiverInc != m.cfg.Inc || !m.IsHome(d.Key) {
 		return
 	}
-	if d.To != cur.e.Number && !(m.cfg.Mutations.acceptStaleDrained() && d.To < cur.e.Number) {
+	ke := m.keys.Get(d.Key)
+	// Only the move that the gate still waits on: not an earlier move of
+	// the key, and nothing once waived (a repeated or late answer, whose
+	// delegation may have been taken over, released and followed by our
+	// own grant since).
+	moved := m.movedIn(d.Key, ke)
+	if moved == 0 || (d.To != moved && !(m.cfg.Mutations.acceptStaleDrained() && d.To <= cur.e.Number)) {
 		return
 	}
-	if !m.IsHome(d.Key) {
-		return
-	}
-	prevHome, ok := cur.prev.Home(d.Key)
+	_, v := m.view(moved)
+	prevHome, ok := v.prev.Home(d.Key)
 	if (!ok || prevHome.ID != env.From.ID || prevHome.Store != env.From.Store) && !m.cfg.Mutations.acceptStaleDrained() {
 		return
 	}
-	ke := m.entry(d.Key)
-	if ke.more().drainedFor == cur.e.Number {
-		// Waived already: a repeated or late answer changes nothing (its
-		// delegation may have been taken over, released and followed by
-		// our own grant since).
-		m.serve(now, d.Key, ke)
-		return
-	}
+	ke = m.entry(d.Key)
 	if d.Live != nil {
 		m.takeOver(now, ke, d)
 	}
-	ke.edit().drainedFor = cur.e.Number
+	ke.edit().drainedFor = moved
 	if d.Barrier != nil && ke.deleg() == nil {
 		ke.setBytes(d.Barrier, nil)
 	}
@@ -289,7 +302,7 @@ func (m *Machine) awaitHandOver(now time.Time, env msg.Envelope, r msg.Renew) bo
 		return false
 	}
 	ke := m.keys.Get(r.Key)
-	if ke != nil && (ke.deleg() != nil || ke.more().drainedFor == cur.e.Number) {
+	if ke != nil && ke.deleg() != nil {
 		return false
 	}
 	if !cur.e.Has(env.From) || env.From.Version != m.cfg.Self.Version {
@@ -308,12 +321,11 @@ func (m *Machine) awaitHandOver(now time.Time, env msg.Envelope, r msg.Renew) bo
 
 // GateRemaining postpones our next DrainQuery for key; it never shortens a gate.
 func (m *Machine) GateRemaining(now time.Time, g msg.GateRemaining) {
-	cur := m.current()
-	if cur == nil || g.To != cur.e.Number || g.ReceiverInc != m.cfg.Inc {
+	if g.ReceiverInc != m.cfg.Inc {
 		return
 	}
 	ke := m.keys.Get(g.Key)
-	if ke == nil {
+	if ke == nil || g.To != m.movedIn(g.Key, ke) {
 		return
 	}
 	x := ke.edit()

@@ -407,11 +407,15 @@ func (m *Machine) gc(now time.Time, key string, ke *entry) {
 		m.schedule(ke, x.idleSince.Add(m.idleKeep()))
 		return
 	}
-	if x.drainedFor != 0 {
-		if cur := m.current(); cur != nil && cur.e.Number == x.drainedFor && m.IsHome(key) {
-			// The waiver must outlive an idle period: the key has no entry to
-			// recompute it from otherwise. It is tiny; keep it for the epoch.
-			return
+	if x.drainedFor != 0 && m.IsHome(key) {
+		// The waiver must outlive an idle period: the key has no entry to
+		// recompute it from otherwise. It is tiny; keep it until the gate
+		// term it waived would have passed anyway.
+		if _, v := m.view(x.drainedFor); v != nil {
+			if end := v.learnedAt.Add(m.cfg.EpochLease + m.cfg.Skew); now.Before(end) {
+				m.schedule(ke, end)
+				return
+			}
 		}
 	}
 	m.keys.Delete(key)
