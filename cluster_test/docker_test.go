@@ -13,6 +13,7 @@
 package clustertest
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -281,4 +282,89 @@ func TestDockerPauseAndKill(t *testing.T) {
 	}
 	t.Logf("n3 killed and started again: %s granted through it %v after the start (%s -> %s)",
 		killedKey, back.Round(time.Millisecond), beforeKill, afterKill)
+}
+
+// A rolling restart done as `homelock node --help` says (SIGTERM by
+// `docker stop`, then `docker start` from the same data): n3 and then n2
+// are restarted in turn while `homelock lock` holds a key homed at n3, and
+// one homed at n2, through n1. Each leaving home hands the running
+// delegation to the key's new home, and takes it back when it has joined
+// again, so both commands run on under their locks to the end (exit 0) and
+// every node grants again afterwards. Before lock protocol v3 each lock
+// command exited 120 about a second after its home's SIGTERM.
+func TestDockerRollingRestart(t *testing.T) {
+	c := startDockerCluster(t)
+	dir := t.TempDir()
+	done := filepath.Join(dir, "done")
+	type held struct {
+		key  string
+		cmd  *exec.Cmd
+		out  bytes.Buffer
+		exit chan error
+	}
+	var holds []*held
+	for _, home := range []string{"n3", "n2"} {
+		h := &held{key: keyHomedAt(home, "rolling-"+home), exit: make(chan error, 1)}
+		started := filepath.Join(dir, h.key)
+		h.cmd = exec.Command(c.bin, "lock", h.key, "--node", c.api(0), "--",
+			"sh", "-c", fmt.Sprintf(`touch %q; while [ ! -e %q ]; do sleep 0.1; done`, started, done))
+		h.cmd.Stdout, h.cmd.Stderr = &h.out, &h.out
+		if err := h.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { h.exit <- h.cmd.Wait() }()
+		t.Cleanup(func() { _ = h.cmd.Process.Kill() })
+		waitFor(t, 30*time.Second, h.key+" held through n1", func() bool {
+			_, err := os.Stat(started)
+			return err == nil
+		})
+		holds = append(holds, h)
+	}
+	allAlive := func() bool {
+		for i := range c.names {
+			st := c.status(i).Status
+			if !st.Available || len(st.Members) != 3 {
+				return false
+			}
+			for _, m := range st.Members {
+				if m.Liveness != "alive" {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	for _, i := range []int{2, 1} {
+		stopped := time.Now()
+		docker(t, "stop", "-t", "30", c.names[i])
+		docker(t, "start", c.names[i])
+		waitFor(t, healBound, "every node available with every member alive after restarting "+c.names[i], allAlive)
+		t.Logf("%s stopped (SIGTERM), started and every node available again in %v", c.names[i], time.Since(stopped).Round(time.Millisecond))
+		for _, h := range holds {
+			select {
+			case err := <-h.exit:
+				t.Fatalf("homelock lock %s ended while %s restarted: %v\n%s", h.key, c.names[i], err, h.out.String())
+			default:
+			}
+		}
+	}
+	if err := os.WriteFile(done, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range holds {
+		select {
+		case err := <-h.exit:
+			if err != nil {
+				t.Fatalf("homelock lock %s: %v\n%s", h.key, err, h.out.String())
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("homelock lock %s still runs", h.key)
+		}
+		for i := range c.names {
+			if _, err := c.lockToken(i, h.key, 10*time.Second); err != nil {
+				t.Fatalf("lock %s through %s after the restarts: %v", h.key, c.names[i], err)
+			}
+		}
+	}
+	t.Logf("rolling restart of n3 and n2: both locks held through n1 ran to their end (%s, %s)", holds[0].key, holds[1].key)
 }
