@@ -57,8 +57,14 @@ Runs one homelock node until SIGINT or SIGTERM, then closes it cleanly: it
 releases the delegations it holds, leaves the epoch so that the keys it is
 home for move (unless it is the last member or another one is down), and
 answers their new homes for about --epoch-lease more before it exits. A
-second SIGINT or SIGTERM ends it at once, as a crash would: safe, but the
-keys it was still home for wait out their gate (--epoch-lease + --skew).
+lock held through another node on one of those keys is handed to the key's
+new home and goes on. A second SIGINT or SIGTERM ends it at once, as a
+crash would: safe, but the keys it was still home for wait out their gate
+(--epoch-lease + --skew), and the locks on them end with their lease.
+
+A rolling restart: SIGTERM one node, start it again, and go on to the next
+once "homelock status" shows every member alive (a node that sees a member
+down keeps its keys when it stops, so locks on them end).
 
 The first start of a cluster: every initial node gets --bootstrap and the
 same --initial list, each member as ID=GOSSIP-ADDR, for example
