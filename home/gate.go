@@ -265,14 +265,15 @@ func (m *Machine) Drained(now time.Time, env msg.Envelope, d msg.Drained) {
 // takeOver records the delegation an old home handed over, its lease anchored
 // at receipt plus Skew (as a reclaim adopts one), unless the move-in gate
 // passed meanwhile: then the activation gate has outlasted it, and this home
-// may have granted the key since. Like an adopted one it answers no request:
+// may have granted the key since. A holder that is no longer a member is
+// recorded all the same (serve recalls it, Renew refuses it): the Drained
+// waives the gate, so the delegation must be waited out here. Like an adopted one it answers no request:
 // this home never sends a Grant for it, whose lease the holder would anchor
 // at an attempt of its own, past the expiry counted here; a holder still
 // asking (the old home's Grant is late or lost) waits behind it.
 func (m *Machine) takeOver(now time.Time, ke *entry, d msg.Drained) {
 	l := d.Live
-	cur := m.current()
-	if gate, _ := m.gateFor(ke.key, ke); !gate.After(now) || ke.deleg() != nil || !cur.e.Has(l.Holder) {
+	if gate, _ := m.gateFor(ke.key, ke); !gate.After(now) || ke.deleg() != nil {
 		return
 	}
 	lease := l.Lease

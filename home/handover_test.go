@@ -1,0 +1,129 @@
+package home
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/homelock/homelock/epoch"
+	"github.com/homelock/homelock/fence"
+	"github.com/homelock/homelock/msg"
+)
+
+// TestTakeOver: n4, the key's home since e2 (n1's before), hears n1 hand
+// over a live delegation in e3, an epoch later than the move (n2 left in
+// e3, the key stayed at n4). Whatever its holder, the delegation is live
+// here until it is released or runs out: no grant to anyone else before
+// (a holder the epoch removed is recalled and refused renewal, not
+// forgotten: the simulator's seed 17033). A Drained for another move, or
+// one arriving once the gate passed by time, hands nothing over.
+func TestTakeOver(t *testing.T) {
+	n1, n2, n3, n4 := mem("n1", 1), mem("n2", 2), mem("n3", 3), mem("n4", 4)
+	e1 := msg.Epoch{Number: 1, Members: []msg.Member{n1, n2, n3}, Caps: msg.Caps{Ring: msg.RingV1}}
+	e2 := msg.Epoch{Number: 2, Members: []msg.Member{n1, n2, n3, n4}, Caps: msg.Caps{Ring: msg.RingV1}}
+	e3 := msg.Epoch{Number: 3, Members: []msg.Member{n1, n3, n4}, Caps: msg.Caps{Ring: msg.RingV1}}
+	key := movedKey(t, e1, e2, e3)
+	tok := fence.Token{Epoch: 1, Incarnation: 1, Counter: 5}
+	const remaining = 800 * time.Millisecond
+	cases := []struct {
+		name     string
+		holder   msg.Member
+		from, to uint64
+		after    time.Duration // since e2 was learned
+		held     bool          // the delegation is live at n4 afterwards
+		renewOK  bool          // its holder's Renew is answered ok
+	}{
+		{"holder still a member", n3, 1, 2, 0, true, true},
+		{"holder removed in e3", n2, 1, 2, 0, true, false},
+		{"another move", n3, 2, 3, 0, false, false},
+		{"gate passed by time", n3, 1, 2, 4 * time.Second, false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Unix(1000, 0)
+			m := New(Config{Self: n4, Inc: 1, EpochLease: 3 * time.Second, Skew: 100 * time.Millisecond,
+				MaxLease: time.Second, MinUseful: time.Millisecond, RetryInterval: 10 * time.Millisecond}, start, nil, false)
+			m.OnEpoch(start, epoch.Learned{Epoch: e2, Cert: msg.Certificate{Prev: e1}})
+			m.OnEpoch(start.Add(10*time.Millisecond), epoch.Learned{Epoch: e3, Cert: msg.Certificate{Prev: e2}})
+			now := start.Add(20*time.Millisecond + tc.after)
+			m.SetLiveness(now, now.Add(time.Hour))
+			m.Ready()
+			m.Drained(now, msg.Envelope{From: n1, FromInc: 1, Version: 1, Epoch: 3}, msg.Drained{Key: key, From: tc.from, To: tc.to, ReceiverInc: 1,
+				Live: &msg.HandedOver{Token: tok, Holder: tc.holder, HolderInc: 1, Lease: time.Second, Remaining: remaining}})
+			got, holder, ok := m.Holding(key)
+			if ok != tc.held || (ok && (got != tok || holder != tc.holder.ID)) {
+				t.Fatalf("holding %v %s %v, want held=%v", got, holder, ok, tc.held)
+			}
+			m.Ready()
+			m.Renew(now, msg.Envelope{From: tc.holder, FromInc: 1, Version: 1, Epoch: 3}, msg.Renew{Key: key, Token: tok, Attempt: 1, Lease: time.Second})
+			if ok := renewedOK(m.Ready().Msgs); ok != tc.renewOK {
+				t.Fatalf("renewal answered ok=%v, want %v", ok, tc.renewOK)
+			}
+			// n1 asks for the key: granted at once only if nothing was
+			// taken over; otherwise once the taken-over lease has run out
+			// (receipt + remaining + Skew), its holder silent.
+			acq := func(at time.Time, attempt uint32) msg.Kind {
+				m.Acquire(at, msg.Envelope{From: n1, FromInc: 1, Version: 1, Epoch: 3},
+					msg.Acquire{Key: key, Req: msg.RequestID{Inc: 1, Seq: 1}, Attempt: attempt})
+				return answered(m.Ready().Msgs, n1.ID)
+			}
+			if tc.to != 2 {
+				return // the gate still runs: no grant either way
+			}
+			if k := acq(now, 1); (k == msg.KindGrant) == tc.held {
+				t.Fatalf("n1's Acquire answered %v while the delegation is live=%v", k, tc.held)
+			}
+			if !tc.held {
+				return
+			}
+			if tc.renewOK {
+				return // renewed: live for a lease more
+			}
+			late := now.Add(remaining + 100*time.Millisecond + time.Millisecond)
+			m.Tick(late)
+			m.Ready()
+			if k := acq(late, 2); k != msg.KindGrant {
+				t.Fatalf("after the taken-over lease ran out, n1's Acquire answered %v, want a grant", k)
+			}
+		})
+	}
+}
+
+func mem(id string, store uint64) msg.Member {
+	return msg.Member{ID: msg.NodeID(id), Store: store, Version: 1}
+}
+
+// movedKey is a key homed at n1 in e1 and at n4 in e2 and e3.
+func movedKey(t *testing.T, e1, e2, e3 msg.Epoch) string {
+	r1, r2, r3 := epoch.NewRing(e1), epoch.NewRing(e2), epoch.NewRing(e3)
+	for i := 0; i < 10000; i++ {
+		k := fmt.Sprintf("k%d", i)
+		h1, _ := r1.Home(k)
+		h2, _ := r2.Home(k)
+		h3, _ := r3.Home(k)
+		if h1.ID == "n1" && h2.ID == "n4" && h3.ID == "n4" {
+			return k
+		}
+	}
+	t.Fatal("no key moves from n1 to n4")
+	return ""
+}
+
+func renewedOK(out []msg.Envelope) bool {
+	for _, env := range out {
+		if r, ok := env.Body.(msg.RenewReply); ok {
+			return r.OK
+		}
+	}
+	return false
+}
+
+// answered is the kind of the first message to id that answers a request.
+func answered(out []msg.Envelope, id msg.NodeID) msg.Kind {
+	for _, env := range out {
+		if env.To == id && (env.Body.Kind() == msg.KindGrant || env.Body.Kind() == msg.KindWait) {
+			return env.Body.Kind()
+		}
+	}
+	return 0
+}
