@@ -231,8 +231,9 @@ func (c *checker) failed(cs *critical, e delegation.Event) {
 
 // revoked: once the cluster settled, a section without its own lease is
 // never revoked: its holder is alive and answering, so it keeps renewing.
+// A fixed schedule may owe that to a section from its admission (owed).
 func (c *checker) revoked(cs *critical, e delegation.Event) {
-	if cs.admitted && cs.lease == 0 && cs.at.After(c.settled()) {
+	if cs.admitted && cs.lease == 0 && (cs.at.After(c.settled()) || cs.owed) {
 		c.fail(invHeldAlive, "%s's section on %s under %s, admitted at %v, was revoked (%s) while its holder was alive",
 			cs.node.id, cs.key, cs.token, cs.at.Sub(simBase), e.Detail)
 	}

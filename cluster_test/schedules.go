@@ -18,11 +18,21 @@ func (s *Sim) LockKey(id, key string) { s.LockKeyFor(id, key, 0) }
 // LockKeyFor is LockKey with a section that runs for hold once admitted
 // (0: as long as the workload's sections do), held while its node is alive.
 func (s *Sim) LockKeyFor(id, key string, hold time.Duration) {
+	s.lockKey(id, &critical{key: key, hold: hold})
+}
+
+// LockKeyOwed is LockKeyFor with a section the checker requires to keep its
+// lock to its end (L6) from admission, whatever the schedule does meanwhile.
+func (s *Sim) LockKeyOwed(id, key string, hold time.Duration) {
+	s.lockKey(id, &critical{key: key, hold: hold, owed: true})
+}
+
+func (s *Sim) lockKey(id string, cs *critical) {
 	n := s.Node(id)
 	if n == nil || n.core == nil || n.paused {
 		return
 	}
-	s.startLock(n, &critical{key: key, hold: hold}, simWait)
+	s.startLock(n, cs, simWait)
 }
 
 // keyHomedAt returns a key whose home is node id in the epoch node id has
@@ -293,14 +303,14 @@ func fourNodes(seed uint64, script func(*Sim)) SimConfig {
 // homeLeavesUnderSection: n2 runs a section of 4s (four leases) on a key
 // homed at n1 when n1 leaves cleanly (the key moves to n3), and n4 asks for
 // the key 1.5s before the section ends. n1 hands the running delegation to
-// n3, which renews it, so the section runs to its end; n4 gets the key
-// after it, with a higher token.
+// n3, which renews it, so the section runs to its end (the checker owes it
+// L6 from its admission); n4 gets the key after it, with a higher token.
 func homeLeavesUnderSection(s *Sim) {
 	at := simEpochLease + simSkew + 300*time.Millisecond
 	var key string
 	s.After(at, func() {
 		key = s.keyMovingOff("n2", "n1", "n3")
-		s.LockKeyFor("n2", key, 4*simLease)
+		s.LockKeyOwed("n2", key, 4*simLease)
 	})
 	s.After(at+300*time.Millisecond, func() { s.leaveThenJoin(s.Node("n1"), 8*time.Second) })
 	s.After(at+4*simLease-1500*time.Millisecond, func() { s.LockKey("n4", key) })

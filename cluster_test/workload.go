@@ -34,6 +34,9 @@ type critical struct {
 	long  bool
 	// hold, when set, is how long the section runs (fixed schedules).
 	hold time.Duration
+	// owed: a fixed schedule owes this section held-while-alive from its
+	// admission, faults or not (its faults are the ones it means to ride).
+	owed bool
 	// oneShot: a targeted acquire (harsh.go), not one of the node's
 	// lockers, so nothing follows it.
 	oneShot bool

@@ -43,6 +43,10 @@ type Mutations struct {
 	// IgnoreRecall ignores a Recall that arrives while a critical section
 	// runs: the holder keeps admitting its queued lockers.
 	IgnoreRecall bool
+	// RenewAtIssuer keeps renewing with the home that issued a delegation
+	// after its key moved, which refuses: a running section ends at its
+	// lease although the new home would take it over (lock protocol v3).
+	RenewAtIssuer bool
 	// AdmitAfterRecall leaves one more admission after every Recall (an
 	// off-by-one in the count of sections left).
 	AdmitAfterRecall bool
@@ -70,6 +74,7 @@ func (m *Mutations) renewAtLapse() bool         { return m.RenewAtLapse }
 func (m *Mutations) reclaimLastIncOnly() bool   { return m.ReclaimLastIncOnly }
 func (m *Mutations) leaseNoDrift() bool         { return m.LeaseNoDrift }
 func (m *Mutations) ignoreRecall() bool         { return m.IgnoreRecall }
+func (m *Mutations) renewAtIssuer() bool        { return m.RenewAtIssuer }
 func (m *Mutations) admitAfterRecall() bool     { return m.AdmitAfterRecall }
 func (m *Mutations) ignoreRenewRefusal() bool   { return m.IgnoreRenewRefusal }
 func (m *Mutations) renewAnchorAtReceipt() bool { return m.RenewAnchorAtReceipt }

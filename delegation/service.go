@@ -259,7 +259,7 @@ func (m *Machine) sendRenew(now time.Time, key string, ks *keyState) {
 	ks.renews++
 	x.renewals.record(ks.renews, now)
 	to := m.issuer(ks).Member
-	if h, ok := m.homeNow(ks); ok {
+	if h, ok := m.homeNow(ks); ok && !m.cfg.Mutations.renewAtIssuer() {
 		to = h // the old home refuses: ask the new one to take it over
 	}
 	m.send(to.ID, msg.Renew{Key: key, Token: m.tok(ks), Attempt: ks.renews, Lease: m.cfg.Lease})

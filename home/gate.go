@@ -206,7 +206,7 @@ func (m *Machine) vouchWait(now time.Time, ke *entry, gate time.Time) time.Durat
 func (m *Machine) handOver(now time.Time, ke *entry, gate time.Time, to msg.NodeID) *msg.HandedOver {
 	d := ke.deleg()
 	cur := m.current()
-	if d == nil || gate.After(now) || !deadline.At(now).Before(d.expires) {
+	if d == nil || gate.After(now) || !deadline.At(now).Before(d.expires) || m.cfg.Mutations.noHandOver() {
 		return nil
 	}
 	h := m.holder(ke)

@@ -16,6 +16,7 @@ func (*Mutations) noRestartGate() bool             { return false }
 func (*Mutations) renewNonMembers() bool           { return false }
 func (*Mutations) waiveRestartWithoutMarker() bool { return false }
 func (*Mutations) acceptStaleDrained() bool        { return false }
+func (*Mutations) noHandOver() bool                { return false }
 func (*Mutations) noRenewWhileWaited() bool        { return false }
 func (*Mutations) echoFirstAttempt() bool          { return false }
 func (*Mutations) grantPastLiveness() bool         { return false }

@@ -26,6 +26,10 @@ type Mutations struct {
 	// AcceptStaleDrained lets a Drained for an earlier epoch transition waive
 	// the current one (H5: a duplicated old Drained after later epochs).
 	AcceptStaleDrained bool
+	// NoHandOver never hands a live delegation to a moved key's new home:
+	// the rule before lock protocol v3, under which a running section ended
+	// at its lease when its key's home left.
+	NoHandOver bool
 	// NoRenewWhileWaited refuses to renew a delegation others wait for, so
 	// a running critical section loses its lock at the lease's end: the
 	// rule before held-while-alive, which the simulator's check catches.
@@ -64,6 +68,7 @@ func (m *Mutations) noRestartGate() bool             { return m.NoRestartGate }
 func (m *Mutations) renewNonMembers() bool           { return m.RenewNonMembers }
 func (m *Mutations) waiveRestartWithoutMarker() bool { return m.WaiveRestartWithoutMarker }
 func (m *Mutations) acceptStaleDrained() bool        { return m.AcceptStaleDrained }
+func (m *Mutations) noHandOver() bool                { return m.NoHandOver }
 func (m *Mutations) noRenewWhileWaited() bool        { return m.NoRenewWhileWaited }
 func (m *Mutations) echoFirstAttempt() bool          { return m.EchoFirstAttempt }
 func (m *Mutations) grantPastLiveness() bool         { return m.GrantPastLiveness }
