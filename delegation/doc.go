@@ -61,15 +61,15 @@
 //     its own lease (WithLease), a refused renewal (this node left the
 //     epoch, or the key moved and its new home could not take the
 //     delegation over) or a silent home end it early. Once the key's home
-//     in the newest epoch is not the one that issued the delegation, renewals
-//     go to the new home, and the first it answers makes it the issuer
-//     (renewals, Release, reclaim); a Release before that goes to both. A recalled delegation
-//     admits nothing new (but its head locker once if it admitted nothing
-//     yet, its Recall overtaking its Grant or not, as under a contended
-//     Grant): local lockers queue and ask the home again, behind
-//     the remote waiters, once it drains: that Acquire, sent in the same
-//     step as the Release, says Queued and no Wait answers it
-//     (docs/design.md, "The hot-key handoff").
+//     in the newest epoch is not the one that issued the delegation,
+//     renewals go to the new home, and the first it answers makes it the
+//     issuer (renewals, Release, reclaim); a Release before that goes to
+//     both. A recalled delegation admits nothing new (but its head locker
+//     once if it admitted nothing yet, its Recall overtaking its Grant or
+//     not, as under a contended Grant): local lockers queue and ask the
+//     home again, behind the remote waiters, once it drains: that Acquire,
+//     sent in the same step as the Release, says Queued and no Wait
+//     answers it (docs/design.md, "The hot-key handoff").
 //   - L7 every admission schedules the renewal at half the delegation's
 //     lease (an idle delegation's own wake-up is its lapse release, too late
 //     for a section admitted on it), so a section never depends on a
