@@ -224,6 +224,7 @@ func TestSimFoundSeeds(t *testing.T) {
 		13519,  // v3: a new home takes over a handed-over delegation whose holder a later epoch removed
 		17033,  // the same
 		24956,  // the same
+		56007,  // checker: a grant of an older request heard a newer one in the same step (FIFO)
 	} {
 		if r := Run(DefaultSimConfig(seed)); r.Failed() {
 			t.Errorf("seed %d: %s", seed, r.Report())

@@ -894,6 +894,14 @@ func (c *Checker) fifo(n Node, g msg.Grant, to msg.NodeID) {
 	if r == nil {
 		return
 	}
+	// A grant of an older request than one the streak heard: the home heard
+	// the newer one after it granted, in the same step (a holder that gives
+	// back a delegation asks again at once, and its new home may still keep
+	// the request an old home answered), so that one waits anew from now.
+	if newer := slices.DeleteFunc(slices.Clone(r.reqs), func(q msg.RequestID) bool { return !g.Req.Less(q) }); len(newer) > 0 {
+		at := c.w.Now()
+		c.streaks[streakKey{p, g.Key, to}] = &streak{definite: at, latest: at, lastHeard: r.lastHeard, reqs: newer}
+	}
 	now := n.Local(c.w.Now())
 	var first *streak
 	var firstFrom msg.NodeID

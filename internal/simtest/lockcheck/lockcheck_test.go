@@ -367,3 +367,56 @@ func TestWithdrawOfARequeuedOldRequest(t *testing.T) {
 	w.step(0, []msg.Envelope{rel}, []msg.Envelope{env("h", "b", msg.Grant{Key: "k", Req: breq, Attempt: 1, Token: tok(t, "e1.i1.c2"), Lease: lease})})
 	require.Empty(t, w.broken)
 }
+
+// A home that grants an older request of a and, in the same step, hears a
+// newer one (a gave the key back and asked again at once) queues a anew
+// from that step: a grant to that newer request later is fair to b if b
+// queued after that step, and breaks FIFO if b queued before it. The
+// checker used to end a's wait at the grant and start it again at a's next
+// retransmission (seed 56,007 of the simulator).
+func TestOlderRequestGrantedNewerHeard(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		bAt  time.Duration
+		want []string
+	}{
+		{"b queued after", 40 * time.Millisecond, nil},
+		{"b queued before", 20 * time.Millisecond, []string{InvFIFOReceipt}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, "h", "a", "b")
+			old, newer := msg.RequestID{Inc: 1, Seq: 1}, msg.RequestID{Inc: 1, Seq: 2}
+			breq := msg.RequestID{Inc: 1, Seq: 1}
+			b1 := env("b", "h", msg.Acquire{Key: "k", Req: breq, Attempt: 1, Lease: lease})
+			bAsks := func() {
+				w.at(tc.bAt)
+				w.step(2, nil, []msg.Envelope{b1})
+				w.step(0, []msg.Envelope{b1}, nil)
+			}
+			a1 := env("a", "h", msg.Acquire{Key: "k", Req: old, Attempt: 1, Lease: lease})
+			w.at(10 * time.Millisecond)
+			w.step(1, nil, []msg.Envelope{a1})
+			w.step(0, []msg.Envelope{a1}, nil)
+			if tc.bAt < 30*time.Millisecond {
+				bAsks()
+			}
+			w.at(30 * time.Millisecond)
+			a2 := env("a", "h", msg.Acquire{Key: "k", Req: newer, Attempt: 1, Lease: lease, Queued: true})
+			w.step(1, nil, []msg.Envelope{a2})
+			g1 := env("h", "a", msg.Grant{Key: "k", Req: old, Attempt: 1, Token: tok(t, "e1.i1.c1"), Lease: lease})
+			w.step(0, []msg.Envelope{a2}, []msg.Envelope{g1})
+			rel := env("a", "h", msg.Release{Key: "k", Token: tok(t, "e1.i1.c1")})
+			w.step(1, []msg.Envelope{g1}, []msg.Envelope{rel}) // a gives it back unused
+			if tc.bAt > 30*time.Millisecond {
+				bAsks()
+			}
+			w.at(50 * time.Millisecond)
+			a3 := env("a", "h", msg.Acquire{Key: "k", Req: newer, Attempt: 2, Lease: lease})
+			w.step(1, nil, []msg.Envelope{a3})
+			w.step(0, []msg.Envelope{a3}, nil)
+			w.at(60 * time.Millisecond)
+			w.step(0, []msg.Envelope{rel}, []msg.Envelope{env("h", "a", msg.Grant{Key: "k", Req: newer, Attempt: 2, Token: tok(t, "e1.i1.c2"), Lease: lease})})
+			require.Equal(t, tc.want, w.broken)
+		})
+	}
+}
