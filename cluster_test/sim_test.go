@@ -225,6 +225,8 @@ func TestSimFoundSeeds(t *testing.T) {
 		17033,  // the same
 		24956,  // the same
 		56007,  // checker: a grant of an older request heard a newer one in the same step (FIFO)
+		106469, // checker: the same rule without maybeGone dated phantom waits (FIFO)
+		131512, // the same
 	} {
 		if r := Run(DefaultSimConfig(seed)); r.Failed() {
 			t.Errorf("seed %d: %s", seed, r.Report())

@@ -894,13 +894,17 @@ func (c *Checker) fifo(n Node, g msg.Grant, to msg.NodeID) {
 	if r == nil {
 		return
 	}
-	// A grant of an older request than one the streak heard: the home heard
-	// the newer one after it granted, in the same step (a holder that gives
-	// back a delegation asks again at once, and its new home may still keep
-	// the request an old home answered), so that one waits anew from now.
+	// A grant of an older request than one the streak heard: either the home
+	// heard the newer one after it granted, in the same step (a holder that
+	// gives back a delegation asks again at once, and its new home may still
+	// keep the request an old home answered), and that one waits anew from
+	// now; or, after a silence, the home's waiter was under the older one
+	// and the newer is gone with it. So the requester may wait, from now at
+	// the earliest: a grant to it is judged from now, and it never counts
+	// as surely waiting until it is heard again (seeds 56,007 and 642).
 	if newer := slices.DeleteFunc(slices.Clone(r.reqs), func(q msg.RequestID) bool { return !g.Req.Less(q) }); len(newer) > 0 {
 		at := c.w.Now()
-		c.streaks[streakKey{p, g.Key, to}] = &streak{definite: at, latest: at, lastHeard: r.lastHeard, reqs: newer}
+		c.streaks[streakKey{p, g.Key, to}] = &streak{definite: at, latest: at, lastHeard: r.lastHeard, reqs: newer, maybeGone: true}
 	}
 	now := n.Local(c.w.Now())
 	var first *streak
