@@ -93,7 +93,11 @@ type LockRequest struct {
 	// node_scope takes a node-local lock with no cluster guarantee.
 	NodeScope bool `protobuf:"varint,5,opt,name=node_scope,json=nodeScope,proto3" json:"node_scope,omitempty"`
 	// ping, in a LockRequest after the first, asks for a VALID event.
-	Ping          uint64 `protobuf:"varint,6,opt,name=ping,proto3" json:"ping,omitempty"`
+	Ping uint64 `protobuf:"varint,6,opt,name=ping,proto3" json:"ping,omitempty"`
+	// drain_nanos is how long the client may take, once a shutting-down node
+	// has told it to stop (LOST), to end the stream: a node waits that long
+	// (at least 10s, at most 10min) before it releases the lock anyway.
+	DrainNanos    int64 `protobuf:"varint,7,opt,name=drain_nanos,json=drainNanos,proto3" json:"drain_nanos,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -166,6 +170,13 @@ func (x *LockRequest) GetNodeScope() bool {
 func (x *LockRequest) GetPing() uint64 {
 	if x != nil {
 		return x.Ping
+	}
+	return 0
+}
+
+func (x *LockRequest) GetDrainNanos() int64 {
+	if x != nil {
+		return x.DrainNanos
 	}
 	return 0
 }
@@ -344,7 +355,7 @@ var File_clientapi_proto protoreflect.FileDescriptor
 
 const file_clientapi_proto_rawDesc = "" +
 	"\n" +
-	"\x0fclientapi.proto\x12\x12homelock.client.v1\"\xa4\x01\n" +
+	"\x0fclientapi.proto\x12\x12homelock.client.v1\"\xc5\x01\n" +
 	"\vLockRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1f\n" +
 	"\vlease_nanos\x18\x02 \x01(\x03R\n" +
@@ -354,7 +365,9 @@ const file_clientapi_proto_rawDesc = "" +
 	"\x03try\x18\x04 \x01(\bR\x03try\x12\x1d\n" +
 	"\n" +
 	"node_scope\x18\x05 \x01(\bR\tnodeScope\x12\x12\n" +
-	"\x04ping\x18\x06 \x01(\x04R\x04ping\"\xa6\x02\n" +
+	"\x04ping\x18\x06 \x01(\x04R\x04ping\x12\x1f\n" +
+	"\vdrain_nanos\x18\a \x01(\x03R\n" +
+	"drainNanos\"\xa6\x02\n" +
 	"\tLockEvent\x126\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\".homelock.client.v1.LockEvent.KindR\x04kind\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\x12\x14\n" +

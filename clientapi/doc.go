@@ -8,5 +8,8 @@
 // RELEASED after the client closes its side, or LOST if the lock ended
 // first. When the node shuts down (Server.Stop) a holder gets LOST at once
 // but keeps the lock until it ends the stream: `homelock lock` stops its
-// command first, so the next holder never starts beside it.
+// command first, so the next holder never starts beside it. The client says
+// in its LockRequest how long that may take (drain_nanos, its --kill-after
+// plus 2s); Server.DrainWait is the longest asked, which the node waits for
+// (at least 10s, at most 10min) before it cuts the streams.
 package clientapi

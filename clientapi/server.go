@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -21,12 +22,45 @@ type Server struct {
 	// stopping ends when Stop is called: the node is shutting down.
 	stopping context.Context
 	stop     context.CancelFunc
+
+	mu sync.Mutex
+	// drains are the drain times the holders' clients asked for, by stream.
+	drains map[uint64]time.Duration
+	nextID uint64
 }
 
 // NewServer returns a Server over n; register it with RegisterClientServer.
 func NewServer(n *homelock.Node) *Server {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{node: n, stopping: ctx, stop: cancel}
+	return &Server{node: n, stopping: ctx, stop: cancel, drains: make(map[uint64]time.Duration)}
+}
+
+// DrainWait is the longest time a client holding a lock through this
+// server asked for, to end its stream once told to stop
+// (LockRequest.drain_nanos; `homelock lock` asks for its --kill-after and
+// a second more); 0 when none holds or none asked.
+func (s *Server) DrainWait() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var d time.Duration
+	for _, v := range s.drains {
+		d = max(d, v)
+	}
+	return d
+}
+
+// holding records a holder's drain time until the returned func is called.
+func (s *Server) holding(d time.Duration) func() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextID++
+	id := s.nextID
+	s.drains[id] = d
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.drains, id)
+	}
 }
 
 // Stop tells every Lock stream that the node is shutting down. A locker
@@ -73,6 +107,7 @@ func (s *Server) Lock(stream Client_LockServer) error {
 		return ToStatus(err)
 	}
 	defer h.Unlock()
+	defer s.holding(time.Duration(max(req.GetDrainNanos(), 0)))()
 	acquired := &LockEvent{Kind: LockEvent_KIND_ACQUIRED, Token: h.Token().String(), Grant: h.Grant(),
 		ValidForNanos: int64(h.Remaining())}
 	if err := stream.Send(acquired); err != nil {

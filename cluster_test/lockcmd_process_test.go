@@ -107,20 +107,22 @@ func homeStopsUnderHolder(t *testing.T, bin, dir string, procs []*hlProc) {
 	t.Logf("SIGTERM to the home of a held key: the 3s command ran to its end under the lock (exit 0); n2 locked it next")
 }
 
-// nodeStopsUnderHolder: `homelock lock` holds a key (homed at n2) through
-// n1; its command traps TERM, takes 1s to finish and exits 3. n1 gets
-// SIGTERM, a controlled shutdown: it tells the lock command at once, which
-// stops its command, and keeps the lock until the command has exited. A
-// locker through n2 (n3 has stopped), started right after the SIGTERM, must begin after the
-// command finished; the first lock command exits 120 (lost) and n1 exits 0.
-// (Before, n1 cut the stream after 2s and released at once: the next
-// holder began while the command still ran its cleanup.)
+// nodeStopsUnderHolder: `homelock lock --kill-after 14s` holds a key (homed
+// at n2) through n1; its command traps TERM, takes 11s to finish and exits
+// 3. n1 gets SIGTERM, a controlled shutdown: it tells the lock command at
+// once, which stops its command, and keeps the lock until the command has
+// exited. A locker through n2 (n3 has stopped), started right after the
+// SIGTERM, must begin after the command finished; the first lock command
+// exits 120 (lost) and n1 exits 0. (Before, n1 cut the stream after 2s and
+// released at once, and then after 10s whatever the lock command's
+// --kill-after: the next holder began while the command still ran its
+// cleanup.)
 func nodeStopsUnderHolder(t *testing.T, bin, dir string, procs []*hlProc) {
 	key := keyHomedAt("n2", "node-stops")
 	started, finished := filepath.Join(dir, key+"-started"), filepath.Join(dir, key+"-finished")
-	script := fmt.Sprintf(`trap 'sleep 1; touch %q; exit 3' TERM; touch %q; i=0; while [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; touch %q`,
+	script := fmt.Sprintf(`trap 'sleep 11; touch %q; exit 3' TERM; touch %q; i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; touch %q`,
 		finished, started, finished)
-	first, exited := startHeld(t, bin, procs[0].api, key, script, started)
+	first, exited := startHeld(t, bin, procs[0].api, key, script, started, "--kill-after", "14s")
 	n1 := procs[0]
 	if err := n1.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -221,9 +223,10 @@ func (h *heldCommand) said() string {
 
 // startHeld starts the lock command and returns once its script has touched
 // started (it runs under the lock), with a channel for its exit.
-func startHeld(t *testing.T, bin, api, key, script, started string) (*heldCommand, <-chan error) {
+func startHeld(t *testing.T, bin, api, key, script, started string, flags ...string) (*heldCommand, <-chan error) {
 	t.Helper()
-	h := &heldCommand{cmd: exec.Command(bin, "lock", key, "--node", api, "--", "sh", "-c", script)}
+	args := append(append([]string{"lock", key, "--node", api}, flags...), "--", "sh", "-c", script)
+	h := &heldCommand{cmd: exec.Command(bin, args...)}
 	h.cmd.Stdout, h.cmd.Stderr = lockedWriter{&h.mu, &h.out}, lockedWriter{&h.mu, &h.out}
 	if err := h.cmd.Start(); err != nil {
 		t.Fatal(err)

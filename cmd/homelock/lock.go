@@ -57,6 +57,10 @@ after COMMAND has exited:
   - If the lease is lost (revoked, or run out on this process's own clock
     because the node went silent), COMMAND gets SIGTERM, and SIGKILL after
     --kill-after.
+  - If the node shuts down (SIGTERM to homelock node), COMMAND gets SIGTERM
+    the same way, and the node keeps the lock until COMMAND has exited: for
+    --kill-after plus 2s, which this command tells it (at least 10s, at most
+    10min).
   - If homelock lock is killed outright (SIGKILL), COMMAND is killed with it
     (Linux).
 
@@ -258,7 +262,11 @@ func openLock(ctx context.Context, conn *grpc.ClientConn, a lockArgs) (*clientap
 	if err != nil {
 		return nil, nil, err
 	}
-	req := &clientapi.LockRequest{Key: a.name, LeaseNanos: int64(a.lease), WaitNanos: int64(a.wait), Try: a.try}
+	// A node that shuts down while it holds our lock keeps it until we end
+	// the stream: after COMMAND's SIGTERM, --kill-after, its SIGKILL and
+	// the wait for its output (cmd.WaitDelay).
+	drain := a.killAfter + 2*time.Second
+	req := &clientapi.LockRequest{Key: a.name, LeaseNanos: int64(a.lease), WaitNanos: int64(a.wait), Try: a.try, DrainNanos: int64(drain)}
 	if a.try && !a.waitSet {
 		req.WaitNanos = 0
 	}

@@ -31,12 +31,17 @@ type fakeNode struct {
 	released    chan string
 	// atRelease, if set, runs when the client unlocks, before RELEASED.
 	atRelease func()
+	// drains receives each request's drain_nanos, if set.
+	drains chan time.Duration
 }
 
 func (f *fakeNode) Lock(s clientapi.Client_LockServer) error {
 	req, err := s.Recv()
 	if err != nil {
 		return err
+	}
+	if f.drains != nil {
+		f.drains <- time.Duration(req.GetDrainNanos())
 	}
 	valid := int64(cmp.Or(f.validFor, time.Second))
 	var sendMu sync.Mutex
@@ -194,4 +199,27 @@ func TestStatusTableAndJSON(t *testing.T) {
 	var r clientapi.Report
 	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(out.String())), &r))
 	require.Equal(t, uint64(4), r.Status.Epoch)
+}
+
+// The lock command tells the node how long it may take to end its stream
+// once told to stop: --kill-after, then 2s for SIGKILL and the command's
+// output. A shutting-down node waits that long, at least 10s and at most
+// 10min, before it lets the lock go.
+func TestLockAsksForItsDrainTime(t *testing.T) {
+	f := &fakeNode{drains: make(chan time.Duration, 2)}
+	addr := serveFake(t, f)
+	var out, errOut bytes.Buffer
+	require.Equal(t, 0, run([]string{"lock", "k", "--node", addr, "--", "true"}, &out, &errOut), errOut.String())
+	require.Equal(t, defaultKillAfter+2*time.Second, <-f.drains)
+	require.Equal(t, 0, run([]string{"lock", "k", "--node", addr, "--kill-after", "30s", "--", "true"}, &out, &errOut), errOut.String())
+	require.Equal(t, 32*time.Second, <-f.drains)
+
+	for asked, want := range map[time.Duration]time.Duration{
+		0:                lockDrainWait,
+		7 * time.Second:  lockDrainWait,
+		32 * time.Second: 33 * time.Second,
+		time.Hour:        maxLockDrainWait,
+	} {
+		require.Equal(t, want, drainWait(asked), "asked %v", asked)
+	}
 }

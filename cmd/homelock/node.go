@@ -257,23 +257,23 @@ Flags:
 	log.Info("shutting down (a second SIGINT or SIGTERM stops at once)")
 	close(stopHealth)
 	hs.Shutdown()
-	// The handoff takes an agreement and the recalls of its delegations
-	// (MaxLease at worst), then lingers EpochLease + Skew.
-	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second+cfg.MaxLease+cfg.EpochLease+cfg.Skew)
-	defer cancel()
 	// Stop serving first. Lockers still waiting fail; each `homelock lock`
 	// holding a lock through this node is told to stop its command and
 	// keeps the lock until the command has exited (its --kill-after, 5s by
 	// default), so the next holder never starts while it runs. Past
-	// lockDrainWait the streams are cut and their handles unlock.
+	// drainWait the streams are cut and their handles unlock.
 	lockAPI.Stop()
 	done := make(chan struct{})
 	go func() { srv.GracefulStop(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(lockDrainWait):
+	case <-time.After(drainWait(lockAPI.DrainWait())):
 		srv.Stop()
 	}
+	// The handoff takes an agreement and the recalls of its delegations
+	// (MaxLease at worst), then lingers EpochLease + Skew.
+	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second+cfg.MaxLease+cfg.EpochLease+cfg.Skew)
+	defer cancel()
 	err = n.Close(cctx)
 	// The metrics server answers until the node is closed: /readyz says
 	// "not ready: closed" during the handoff rather than refusing.
@@ -321,11 +321,21 @@ func parseKey(s string) ([]byte, error) {
 	return nil, fmt.Errorf("want 16, 24 or 32 bytes (or 48 or 64 hex digits), got %d characters", len(s))
 }
 
-// lockDrainWait bounds how long a node shutting down waits for the commands
-// of `homelock lock` holding locks through it to exit: the lock command's
-// default --kill-after (5s), its wait for the command's output to close
-// (1s), and room for a loaded machine.
-const lockDrainWait = 10 * time.Second
+// lockDrainWait is how long a node shutting down waits at least for the
+// commands of `homelock lock` holding locks through it to exit: the lock
+// command's default --kill-after (5s), its wait for the command's output to
+// close (1s), and room for a loaded machine. A lock command with a longer
+// --kill-after asks for more (drainWait), up to maxLockDrainWait.
+const (
+	lockDrainWait    = 10 * time.Second
+	maxLockDrainWait = 10 * time.Minute
+)
+
+// drainWait is how long to wait for the lock streams to end, given the
+// longest drain time a holder's client asked for.
+func drainWait(asked time.Duration) time.Duration {
+	return min(max(lockDrainWait, asked+time.Second), maxLockDrainWait)
+}
 
 // untilStopped waits until ctx ends (nil) or n stops for good on its own
 // (its store failed: n.Err).
