@@ -42,6 +42,8 @@
 //     its move-in gate for the key still runs, with an expiry later than the
 //     old home's (receipt + remaining + Skew), and answers no request with
 //     it: it never sends a Grant for a delegation it did not mint (H24). A
+//     record of its own for the key is extended (the same token) or
+//     replaced (an older one), never left to end first. A
 //     Renew for a token it does not know, of a key whose move-in gate runs,
 //     asks the old home (DrainQuery) instead of refusing.
 //   - R1 a restarted home gates everything until start + EpochLease + Skew

@@ -273,8 +273,29 @@ func (m *Machine) Drained(now time.Time, env msg.Envelope, d msg.Drained) {
 // asking (the old home's Grant is late or lost) waits behind it.
 func (m *Machine) takeOver(now time.Time, ke *entry, d msg.Drained) {
 	l := d.Live
-	if gate, _ := m.gateFor(ke.key, ke); !gate.After(now) || ke.deleg() != nil {
+	if gate, _ := m.gateFor(ke.key, ke); !gate.After(now) {
 		return
+	}
+	expires := deadline.At(now.Add(l.Remaining + m.cfg.Skew))
+	if old := ke.deleg(); old != nil {
+		switch tok := m.dtok(ke).Token(); {
+		case tok == l.Token:
+			// Ours before, handed over when the key left, back now: the
+			// other home may have extended it past our record's end.
+			if expires.After(old.expires) {
+				old.expires = expires
+				m.timers.Add(ke, expires)
+			}
+			ke.set(handedOver, false)
+			return
+		case tok.Less(l.Token):
+			// A record of ours that the handed-over delegation succeeded
+			// (tokens only grow, and one delegation is live at a time): it
+			// is over, and the key's one live delegation is the new one.
+			m.free(now, ke, false, nil)
+		default:
+			return
+		}
 	}
 	lease := l.Lease
 	if lease <= 0 || lease > m.cfg.MaxLease {
@@ -282,7 +303,7 @@ func (m *Machine) takeOver(now time.Time, ke *entry, d msg.Drained) {
 	}
 	m.setDeleg(ke, delegation{
 		holder:  m.peers.Ref(peer{l.Holder, l.HolderInc}),
-		expires: deadline.At(now.Add(l.Remaining + m.cfg.Skew)),
+		expires: expires,
 	}, lease, dtoken.Of(l.Token), msg.RequestID{}, d.Barrier)
 	if x := ke.extra(); x != nil {
 		x.idleSince, x.waitedSince = time.Time{}, time.Time{}

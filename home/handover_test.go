@@ -127,3 +127,61 @@ func answered(out []msg.Envelope, id msg.NodeID) msg.Kind {
 	}
 	return 0
 }
+
+// TestTakeOverOwnRecord: a key leaves n4 (e2, to n1) with n3's delegation
+// live and comes back (e3). n4 still keeps its own record of it, which n1
+// extended meanwhile: the Drained that hands it back extends n4's record
+// (same token), or replaces it when n1 has granted a newer one since. In
+// neither case does n4 grant before the handed-back delegation's end.
+func TestTakeOverOwnRecord(t *testing.T) {
+	n1, n2, n3, n4 := mem("n1", 1), mem("n2", 2), mem("n3", 3), mem("n4", 4)
+	e1 := msg.Epoch{Number: 1, Members: []msg.Member{n2, n3, n4}, Caps: msg.Caps{Ring: msg.RingV1}}
+	e2 := msg.Epoch{Number: 2, Members: []msg.Member{n1, n2, n3, n4}, Caps: msg.Caps{Ring: msg.RingV1}}
+	e3 := msg.Epoch{Number: 3, Members: []msg.Member{n2, n3, n4}, Caps: msg.Caps{Ring: msg.RingV1}}
+	r1, r2 := epoch.NewRing(e1), epoch.NewRing(e2)
+	key := ""
+	for i := 0; key == ""; i++ {
+		k := fmt.Sprintf("k%d", i)
+		if h1, _ := r1.Home(k); h1.ID == "n4" {
+			if h2, _ := r2.Home(k); h2.ID == "n1" {
+				key = k
+			}
+		}
+	}
+	for _, newer := range []bool{false, true} {
+		t.Run(fmt.Sprintf("newer=%v", newer), func(t *testing.T) {
+			now := time.Unix(1000, 0)
+			m := New(Config{Self: n4, Inc: 1, EpochLease: 3 * time.Second, Skew: 100 * time.Millisecond,
+				MaxLease: time.Second, MinUseful: time.Millisecond, RetryInterval: 10 * time.Millisecond}, now, nil, false)
+			m.OnEpoch(now, epoch.Learned{Epoch: e1})
+			m.SetLiveness(now, now.Add(time.Hour))
+			m.Acquire(now, msg.Envelope{From: n3, FromInc: 1, Version: 1, Epoch: 1}, msg.Acquire{Key: key, Req: msg.RequestID{Inc: 1, Seq: 1}, Attempt: 1})
+			tok, _, ok := m.Holding(key)
+			if !ok {
+				t.Fatal("n4 did not grant in e1")
+			}
+			m.OnEpoch(now.Add(10*time.Millisecond), epoch.Learned{Epoch: e2, Cert: msg.Certificate{Prev: e1}})
+			at := now.Add(20 * time.Millisecond)
+			m.OnEpoch(at, epoch.Learned{Epoch: e3, Cert: msg.Certificate{Prev: e2}})
+			m.SetLiveness(at, at.Add(time.Hour))
+			live := tok
+			if newer {
+				live = fence.Token{Epoch: 2, Incarnation: 1, Counter: 1}
+			}
+			m.Drained(at, msg.Envelope{From: n1, FromInc: 1, Version: 1, Epoch: 3}, msg.Drained{Key: key, From: 2, To: 3, ReceiverInc: 1,
+				Live: &msg.HandedOver{Token: live, Holder: n3, HolderInc: 1, Lease: time.Second, Remaining: 3 * time.Second}})
+			if got, _, ok := m.Holding(key); !ok || got != live {
+				t.Fatalf("holding %v %v, want %v", got, ok, live)
+			}
+			// Past n4's own record (granted at now for 1s + Skew), well
+			// inside the handed-back one (at + 3s + Skew).
+			late := at.Add(2 * time.Second)
+			m.Tick(late)
+			m.Ready()
+			m.Acquire(late, msg.Envelope{From: n2, FromInc: 1, Version: 1, Epoch: 3}, msg.Acquire{Key: key, Req: msg.RequestID{Inc: 1, Seq: 1}, Attempt: 1})
+			if k := answered(m.Ready().Msgs, n2.ID); k == msg.KindGrant {
+				t.Fatalf("n4 granted %s while the delegation it took back may be live", key)
+			}
+		})
+	}
+}
