@@ -206,12 +206,18 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	n.core = core.New(cc, now, es, marker)
 	// The intent goes in before the first Tick and before Started serves
 	// Status: a new node reports what it waits for from its first answer.
+	// A restart needs none: the epoch machine renews, the home reclaims,
+	// gossip is rejoined from the members' remembered addresses, and a node
+	// that finds itself removed joins again once its restart gate passed.
+	waitFor := ""
 	switch {
 	case es.Learned != nil:
 	case cfg.Bootstrap:
 		n.core.StartBootstrap(n.initialIDs())
+		waitFor = "bootstrap"
 	default:
 		n.core.WantJoin()
+		waitFor = "join"
 	}
 	n.lastBoot, n.lastWall = now, n.clock.Wall()
 	n.noteEpoch()
@@ -226,17 +232,8 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		cfg.Started(n)
 	}
 
-	switch {
-	case es.Learned != nil:
-		// A restart: the epoch machine renews, the home reclaims, gossip is
-		// rejoined from the members' remembered addresses, and a node that
-		// finds itself removed joins again once its restart gate passed.
-	case cfg.Bootstrap:
-		if err := n.waitMember(ctx, true, "bootstrap"); err != nil {
-			return nil, err
-		}
-	default:
-		if err := n.waitMember(ctx, true, "join"); err != nil {
+	if waitFor != "" {
+		if err := n.waitMember(ctx, true, waitFor); err != nil {
 			return nil, err
 		}
 	}

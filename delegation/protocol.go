@@ -195,7 +195,7 @@ func (m *Machine) RenewReply(now time.Time, env msg.Envelope, r msg.RenewReply) 
 	if h, ok := m.homeNow(ks); ok && h.Same(env.From) {
 		// The key's new home took the delegation over: it renews it from
 		// now on, frees it on our Release, and reclaims it if it restarts.
-		m.setTakenOver(ks, env.From, env.FromInc)
+		m.setIssuer(ks, env.From, env.FromInc, true)
 	}
 	if e := deadline.At(sent.Add(m.shorten(r.Lease))); e.After(ks.expires) {
 		ks.expires = e
@@ -279,7 +279,7 @@ func (m *Machine) Reclaim(now time.Time, env msg.Envelope) {
 		case ks.phase == held && m.issuer(ks).ID == env.From.ID && m.reclaimable(ks, env.FromInc):
 			kept = append(kept, msg.HeldDelegation{Key: key, Token: m.tok(ks), Remaining: ks.expires.Time().Sub(now), Barrier: ks.inherited()})
 			if m.issuer(ks).Inc < env.FromInc {
-				m.setIssuer(ks, env.From, env.FromInc)
+				m.setIssuer(ks, env.From, env.FromInc, false)
 				if x := ks.extra(); x != nil && x.motion != nil {
 					x.motion.renewAt = time.Time{}
 					ks.trim()

@@ -419,18 +419,13 @@ func (m *Machine) setOrigin(ks *keyState, tok fence.Token, from msg.Member, inc 
 	ks.origin = m.origins.Swap(ks.origin, origin{epoch: tok.Epoch, inc: tok.Incarnation, issuer: issuer{from, inc}})
 }
 
-// setIssuer records the home that adopted ks's delegation (by reclaim).
-func (m *Machine) setIssuer(ks *keyState, from msg.Member, inc uint64) {
+// setIssuer records the home, as incarnation inc, that now renews and frees
+// ks's delegation: one that adopted it by reclaim, or (takenOver) a moved
+// key's new home that took it over; once taken over, always taken over.
+func (m *Machine) setIssuer(ks *keyState, from msg.Member, inc uint64, takenOver bool) {
 	o := *m.origins.Get(ks.origin)
 	o.issuer = issuer{from, inc}
-	ks.origin = m.origins.Swap(ks.origin, o)
-}
-
-// setTakenOver records the key's new home, as incarnation inc, as the home
-// that now renews and frees ks's delegation.
-func (m *Machine) setTakenOver(ks *keyState, from msg.Member, inc uint64) {
-	o := *m.origins.Get(ks.origin)
-	o.issuer, o.takenOver = issuer{from, inc}, true
+	o.takenOver = o.takenOver || takenOver
 	ks.origin = m.origins.Swap(ks.origin, o)
 }
 

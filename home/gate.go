@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/homelock/homelock/internal/deadline"
-	"github.com/homelock/homelock/internal/dtoken"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -210,21 +209,11 @@ func (m *Machine) handOver(now time.Time, ke *entry, gate time.Time, to msg.Node
 		return nil
 	}
 	h := m.holder(ke)
-	if !cur.e.Has(h.Member) || m.memberVersion(cur, to) != m.cfg.Self.Version {
+	if receiver, ok := cur.e.Member(to); !ok || receiver.Version != m.cfg.Self.Version || !cur.e.Has(h.Member) {
 		return nil
 	}
 	return &msg.HandedOver{Token: m.dtok(ke).Token(), Holder: h.Member, HolderInc: h.Inc,
 		Lease: m.lease(ke), Remaining: d.expires.Time().Sub(now)}
-}
-
-// memberVersion is the protocol version id runs in epoch v (0: not a member).
-func (m *Machine) memberVersion(v *epochView, id msg.NodeID) uint32 {
-	for _, mb := range v.e.Members {
-		if mb.ID == id {
-			return mb.Version
-		}
-	}
-	return 0
 }
 
 // Drained waives key's move-in term when it comes from key's home in the
@@ -262,15 +251,16 @@ func (m *Machine) Drained(now time.Time, env msg.Envelope, d msg.Drained) {
 	m.serve(now, d.Key, ke)
 }
 
-// takeOver records the delegation an old home handed over, its lease anchored
+// takeOver adopts the delegation an old home handed over, its lease anchored
 // at receipt plus Skew (as a reclaim adopts one), unless the move-in gate
 // passed meanwhile: then the activation gate has outlasted it, and this home
 // may have granted the key since. A holder that is no longer a member is
 // recorded all the same (serve recalls it, Renew refuses it): the Drained
-// waives the gate, so the delegation must be waited out here. Like an adopted one it answers no request:
-// this home never sends a Grant for it, whose lease the holder would anchor
-// at an attempt of its own, past the expiry counted here; a holder still
-// asking (the old home's Grant is late or lost) waits behind it.
+// waives the gate, so the delegation must be waited out here. Like any
+// adopted one it answers no request: a Grant for it would be anchored by
+// its holder at an attempt of its own, past the expiry counted here (H24);
+// a holder still asking (the old home's Grant is late or lost) waits behind
+// it.
 func (m *Machine) takeOver(now time.Time, ke *entry, d msg.Drained) {
 	l := d.Live
 	if gate, _ := m.gateFor(ke.key, ke); !gate.After(now) {
@@ -278,8 +268,8 @@ func (m *Machine) takeOver(now time.Time, ke *entry, d msg.Drained) {
 	}
 	expires := deadline.At(now.Add(l.Remaining + m.cfg.Skew))
 	if old := ke.deleg(); old != nil {
-		switch tok := m.dtok(ke).Token(); {
-		case tok == l.Token:
+		tok := m.dtok(ke).Token()
+		if tok == l.Token {
 			// Ours before, handed over when the key left, back now: the
 			// other home may have extended it past our record's end.
 			if expires.After(old.expires) {
@@ -288,30 +278,20 @@ func (m *Machine) takeOver(now time.Time, ke *entry, d msg.Drained) {
 			}
 			ke.set(handedOver, false)
 			return
-		case tok.Less(l.Token):
-			// A record of ours that the handed-over delegation succeeded
-			// (tokens only grow, and one delegation is live at a time): it
-			// is over, and the key's one live delegation is the new one.
-			m.free(now, ke, false, nil)
-		default:
+		}
+		if !tok.Less(l.Token) {
 			return
 		}
+		// A record of ours that the handed-over delegation succeeded
+		// (tokens only grow, and one delegation is live at a time): it is
+		// over, and adopt replaces it.
 	}
 	lease := l.Lease
 	if lease <= 0 || lease > m.cfg.MaxLease {
 		lease = m.cfg.MaxLease
 	}
-	m.setDeleg(ke, delegation{
-		holder:  m.peers.Ref(peer{l.Holder, l.HolderInc}),
-		expires: expires,
-	}, lease, dtoken.Of(l.Token), msg.RequestID{}, d.Barrier)
-	if x := ke.extra(); x != nil {
-		x.idleSince, x.waitedSince = time.Time{}, time.Time{}
-	}
-	m.live++
-	m.byHold[l.Holder.ID]++
+	m.adopt(ke, peer{l.Holder, l.HolderInc}, l.Token, lease, expires, d.Barrier)
 	m.stats.TakenOver++
-	m.timers.Add(ke, ke.d.expires)
 }
 
 // awaitHandOver answers a Renew for a delegation this home does not know:

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/homelock/homelock/internal/deadline"
-	"github.com/homelock/homelock/internal/dtoken"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -61,17 +60,7 @@ func (m *Machine) ReclaimAnswer(now time.Time, env msg.Envelope, a msg.ReclaimAn
 		if ke.deleg() != nil && !m.dtok(ke).Token().Less(h.Token) {
 			continue
 		}
-		if ke.deleg() == nil {
-			m.live++
-			m.byHold[env.From.ID]++
-		}
-		m.setDeleg(ke, delegation{
-			holder:  m.peers.Ref(peer{env.From, env.FromInc}),
-			expires: deadline.At(now.Add(h.Remaining + skew)),
-		}, h.Remaining, dtoken.Of(h.Token), msg.RequestID{}, h.Barrier)
-		if x := ke.extra(); x != nil {
-			x.idleSince, x.waitedSince = time.Time{}, time.Time{}
-		}
+		m.adopt(ke, peer{env.From, env.FromInc}, h.Token, h.Remaining, deadline.At(now.Add(h.Remaining+skew)), h.Barrier)
 		m.stats.Adopted++
 		m.serve(now, h.Key, ke)
 	}

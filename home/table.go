@@ -3,6 +3,7 @@ package home
 import (
 	"time"
 
+	"github.com/homelock/homelock/fence"
 	"github.com/homelock/homelock/internal/deadline"
 	"github.com/homelock/homelock/internal/dtoken"
 	"github.com/homelock/homelock/internal/intern"
@@ -352,16 +353,37 @@ func (m *Machine) free(now time.Time, ke *entry, released bool, barrier []byte) 
 	} else if !ke.is(handedOver) {
 		m.stats.ExpiredHolds++
 	}
-	holder := m.holder(ke).ID
+	m.unhold(m.holder(ke).ID)
 	// No delegation, so no lease to keep: MaxLease is the one that costs
 	// the entry nothing (the lease is read only while one is live).
 	m.setDeleg(ke, delegation{}, m.cfg.MaxLease, dtoken.T{}, msg.RequestID{}, nil)
 	ke.setBytes(handOn, nil)
 	ke.edit().idleSince = now
+}
+
+// unhold counts one live delegation of holder less.
+func (m *Machine) unhold(holder msg.NodeID) {
 	m.live--
 	if m.byHold[holder]--; m.byHold[holder] <= 0 {
 		delete(m.byHold, holder)
 	}
+}
+
+// adopt makes a delegation this home did not grant here key's live one, in
+// place of any record it kept: one a holder reported to a reclaim, or one a
+// moved key's old home handed over. It answers no request (the home never
+// sends a Grant for it) and runs out at expires, on this home's clock.
+func (m *Machine) adopt(ke *entry, holder peer, tok fence.Token, lease time.Duration, expires deadline.Instant, given []byte) {
+	if ke.deleg() != nil {
+		m.unhold(m.holder(ke).ID)
+	}
+	m.setDeleg(ke, delegation{holder: m.peers.Ref(holder), expires: expires}, lease, dtoken.Of(tok), msg.RequestID{}, given)
+	if x := ke.extra(); x != nil {
+		x.idleSince, x.waitedSince = time.Time{}, time.Time{}
+	}
+	m.live++
+	m.byHold[holder.ID]++
+	m.timers.Add(ke, expires)
 }
 
 // handOn is the barrier the next grant gets once the live delegation ends
