@@ -9,7 +9,6 @@ import (
 	"github.com/homelock/homelock/delegation"
 	"github.com/homelock/homelock/epoch"
 	"github.com/homelock/homelock/fence"
-	"github.com/homelock/homelock/internal/core"
 	"github.com/homelock/homelock/internal/simtest"
 	"github.com/homelock/homelock/msg"
 )
@@ -316,13 +315,16 @@ func (c *checker) crashed(n *simNode) {
 	}
 }
 
-// sent checks I2 on every Grant a home sends: a new token for a key is above
+// sending checks what a node sends as the core hands it on, to a peer or
+// to itself (a message to itself is answered within the step and never
+// shows in Ready.Msgs), before any answer changes the machines: L7 on every
+// Renew, and I2 on every Grant a home sends: a new token for a key is above
 // every token granted for it before; a re-sent Grant repeats one.
-func (c *checker) sent(n *simNode, o core.Outgoing) {
-	if r, ok := o.Env.Body.(msg.Renew); ok {
+func (c *checker) sending(n *simNode, env msg.Envelope) {
+	if r, ok := env.Body.(msg.Renew); ok {
 		c.renewing(n, r)
 	}
-	g, ok := o.Env.Body.(msg.Grant)
+	g, ok := env.Body.(msg.Grant)
 	if !ok {
 		return
 	}

@@ -108,11 +108,8 @@ func (s *Sim) nodeConfig(n *simNode) core.Config {
 	return core.Config{
 		Observe: func(env msg.Envelope, sent bool) {
 			s.indep.Observe(n, env, sent)
-			// A renewal to the key's home on this node never shows in
-			// Ready.Msgs: it is answered within the step, so L7 looks at it
-			// here, before the answer extends the delegation.
-			if r, ok := env.Body.(msg.Renew); ok && sent && env.To == n.member.ID {
-				s.check.renewing(n, r)
+			if sent {
+				s.check.sending(n, env)
 			}
 		},
 		Self: n.member,
@@ -208,7 +205,6 @@ func (n *simNode) apply(s *Sim, rd core.Ready) {
 		n.disk.Markers[g] = true
 	}
 	for _, o := range rd.Msgs {
-		s.check.sent(n, o)
 		s.send(n, o)
 	}
 	s.check.live(n)
