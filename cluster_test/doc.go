@@ -34,7 +34,9 @@
 //     falls after that; a crashed holder's section is
 //     waited out by every other node until it starts again;
 //   - L7 once healed, a holder asks to renew a delegation in use at half
-//     its lease, not later.
+//     its lease, not later. I2's grants and L7's renewals are checked as the
+//     core hands each message on, to its own node included (the core answers
+//     those within the step; they never show in Ready.Msgs).
 //   - G3/G4 in one seed in eight, every section's write goes through a
 //     fence.Guard on Pebble on a crashable MemFS, valid handle or not, with
 //     the signed grant the holder handed the section; the store crashes
