@@ -229,6 +229,7 @@ func TestSimFoundSeeds(t *testing.T) {
 		131512, // the same
 		299048, // checker: a first renewal to the key's home on its own node is never in Ready.Msgs (L7)
 		327688, // the same
+		747749, // v3: a home renewed a delegation it had handed over when the key came back to it (D4)
 	} {
 		if r := Run(DefaultSimConfig(seed)); r.Failed() {
 			t.Errorf("seed %d: %s", seed, r.Report())

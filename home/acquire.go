@@ -341,7 +341,9 @@ func (m *Machine) Withdraw(now time.Time, env msg.Envelope, w msg.Withdraw) {
 // waiters.
 func (m *Machine) Renew(now time.Time, env msg.Envelope, r msg.Renew) {
 	ke := m.keys.Get(r.Key)
-	if ke == nil || ke.deleg() == nil || !m.dtok(ke).Is(r.Token) || !m.holder(ke).Same(env.From) {
+	// A record this home handed over is no longer its to renew: the key's
+	// home since may have extended it, and may end it (seed 747,749).
+	if ke == nil || ke.deleg() == nil || ke.is(handedOver) || !m.dtok(ke).Is(r.Token) || !m.holder(ke).Same(env.From) {
 		if m.awaitHandOver(now, env, r) {
 			return
 		}

@@ -304,7 +304,7 @@ func (m *Machine) awaitHandOver(now time.Time, env msg.Envelope, r msg.Renew) bo
 		return false
 	}
 	ke := m.keys.Get(r.Key)
-	if ke != nil && ke.deleg() != nil {
+	if ke != nil && ke.deleg() != nil && !ke.is(handedOver) {
 		return false
 	}
 	if !cur.e.Has(env.From) || env.From.Version != m.cfg.Self.Version {
