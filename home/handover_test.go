@@ -185,3 +185,69 @@ func TestTakeOverOwnRecord(t *testing.T) {
 		})
 	}
 }
+
+// TestNoRenewOfHandedOverRecord: a key leaves n4 (e2, to n1) and n4 hands
+// n3's running delegation over; the key comes back (e3) before n1 has said
+// what became of it. n1, still home in e2 as far as it knows, may have
+// extended the delegation and may end it, so n4's own record is no longer
+// n4's to renew: it asks n1 (seed 747,749, where renewing it let two
+// delegations be live at once).
+func TestNoRenewOfHandedOverRecord(t *testing.T) {
+	n1, n2, n3, n4 := mem("n1", 1), mem("n2", 2), mem("n3", 3), mem("n4", 4)
+	e1 := msg.Epoch{Number: 1, Members: []msg.Member{n2, n3, n4}, Caps: msg.Caps{Ring: msg.RingV1}}
+	e2 := msg.Epoch{Number: 2, Members: []msg.Member{n1, n2, n3, n4}, Caps: msg.Caps{Ring: msg.RingV1}}
+	e3 := msg.Epoch{Number: 3, Members: []msg.Member{n2, n3, n4}, Caps: msg.Caps{Ring: msg.RingV1}}
+	r1, r2 := epoch.NewRing(e1), epoch.NewRing(e2)
+	key := ""
+	for i := 0; key == ""; i++ {
+		k := fmt.Sprintf("k%d", i)
+		if h1, _ := r1.Home(k); h1.ID == "n4" {
+			if h2, _ := r2.Home(k); h2.ID == "n1" {
+				key = k
+			}
+		}
+	}
+	now := time.Unix(1000, 0)
+	m := New(Config{Self: n4, Inc: 1, EpochLease: 3 * time.Second, Skew: 100 * time.Millisecond,
+		MaxLease: time.Second, MinUseful: time.Millisecond, RetryInterval: 10 * time.Millisecond}, now, nil, false)
+	m.OnEpoch(now, epoch.Learned{Epoch: e1})
+	m.SetLiveness(now, now.Add(time.Hour))
+	m.Acquire(now, msg.Envelope{From: n3, FromInc: 1, Version: 1, Epoch: 1}, msg.Acquire{Key: key, Req: msg.RequestID{Inc: 1, Seq: 1}, Attempt: 1})
+	tok, _, ok := m.Holding(key)
+	if !ok {
+		t.Fatal("n4 did not grant in e1")
+	}
+	m.Ready()
+
+	at := now.Add(10 * time.Millisecond)
+	m.OnEpoch(at, epoch.Learned{Epoch: e2, Cert: msg.Certificate{Prev: e1}})
+	m.DrainQuery(at, msg.Envelope{From: n1, FromInc: 1, Version: 1, Epoch: 2}, msg.DrainQuery{Key: key, From: 1, To: 2, ReceiverInc: 1})
+	handed := false
+	for _, env := range m.Ready().Msgs {
+		if d, ok := env.Body.(msg.Drained); ok && env.To == n1.ID && d.Live != nil && d.Live.Token == tok {
+			handed = true
+		}
+	}
+	if !handed {
+		t.Fatalf("n4 did not hand %s's delegation over to n1", key)
+	}
+
+	back := at.Add(10 * time.Millisecond)
+	m.OnEpoch(back, epoch.Learned{Epoch: e3, Cert: msg.Certificate{Prev: e2}})
+	m.SetLiveness(back, back.Add(time.Hour))
+	m.Ready()
+	m.Renew(back, msg.Envelope{From: n3, FromInc: 1, Version: 1, Epoch: 3}, msg.Renew{Key: key, Token: tok, Attempt: 1, Lease: time.Second})
+	out := m.Ready().Msgs
+	if renewedOK(out) {
+		t.Fatal("n4 renewed the delegation it handed to n1")
+	}
+	asked := false
+	for _, env := range out {
+		if q, ok := env.Body.(msg.DrainQuery); ok && env.To == n1.ID && q.From == 2 && q.To == 3 {
+			asked = true
+		}
+	}
+	if !asked {
+		t.Fatal("n4 did not ask n1 what became of the delegation")
+	}
+}
