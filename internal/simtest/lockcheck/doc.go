@@ -6,7 +6,9 @@
 // core.Config.Observe hook), the true time, the clocks and the configured
 // bounds, never from a machine's own state: each delegation's validity at
 // its holder (the echoed attempt's send + lease − drift, on the holder's
-// clock) and at its home (its Grant's send + lease + Skew), the home's epoch
+// clock) and at its homes (its Grant's or last renewal's send + lease +
+// Skew on the granting node, replaced by the adoption of a restarted
+// incarnation, and on any home it was handed over to), the home's epoch
 // liveness from the renewal rounds it sent and the answers it heard, and the
 // epochs learned. From those it checks
 //

@@ -253,6 +253,16 @@ type deleg struct {
 	// homeEnd is the home-side expiry in true time: the home's own send time
 	// of the Grant (or of its last ok RenewReply) + lease + Skew on its clock.
 	homeEnd time.Time
+	// takenEnd is the same for the renewals of other nodes, homes that took
+	// it over when its key moved: a restart of the granting node replaces
+	// only that node's record (homeEnd), never theirs.
+	takenEnd time.Time
+	// reportedInc and reportedEnd: the incarnation of the granting node the
+	// holder first answered a Reclaim for it, and when (true time) the
+	// holder could use it then. The restarted home adopts it for no less,
+	// though a home that took it over may renew it past that meanwhile.
+	reportedInc uint64
+	reportedEnd time.Time
 	// over: the holder gave it back (Release, or Withdraw before using it).
 	over bool
 	// unreported: the holder answered its home's Reclaim without it.
@@ -430,7 +440,15 @@ func (c *Checker) liveAtHome(d *deleg) bool {
 	if d.unreported && !c.surelyValidAtHolder(d) {
 		return false
 	}
-	return !d.over && c.alive(d.holder) && c.w.Now().Before(d.homeEnd)
+	return !d.over && c.alive(d.holder) && c.w.Now().Before(d.homeUntil())
+}
+
+// homeUntil is the latest home-side expiry of any node's record of d.
+func (d *deleg) homeUntil() time.Time {
+	if d.takenEnd.After(d.homeEnd) {
+		return d.takenEnd
+	}
+	return d.homeEnd
 }
 
 // validAtHolder: the holder's process accepted it and may use it now.
@@ -488,8 +506,12 @@ func (c *Checker) sent(n Node, o *observed) {
 		}
 		c.withinLiveness(n, "renewed", b.Key, b.Token, b.Lease)
 		if d := c.find(b.Key, b.Token); d != nil {
-			if end := c.homeEnd(n, b.Lease); end.After(d.homeEnd) {
-				d.homeEnd = end
+			end, last := c.homeEnd(n, b.Lease), &d.takenEnd
+			if n.Index() == d.home.node {
+				last = &d.homeEnd
+			}
+			if end.After(*last) {
+				*last = end
 			}
 		}
 	case msg.ReclaimAnswer:
@@ -501,6 +523,14 @@ func (c *Checker) sent(n Node, o *observed) {
 		// that came after its lease ran out is one it dropped, and keeps
 		// dropped: the reply did not extend it.
 		home := c.w.ByID(o.env.To)
+		for _, h := range b.Held {
+			if d := c.find(h.Key, h.Token); d != nil && d.holder == p && d.reportedInc != b.ForInc {
+				d.reportedInc, d.reportedEnd = b.ForInc, time.Time{}
+				if c.validAtHolder(d) {
+					d.reportedEnd = n.TrueAt(d.holderEnd)
+				}
+			}
+		}
 		for _, list := range c.delegs {
 			for _, d := range list {
 				if d.holder == p && home != nil && d.home.node == home.Index() && !reported(b.Held, d) {
@@ -568,7 +598,7 @@ func (c *Checker) grantSent(n Node, o *observed, g msg.Grant) {
 	for _, o := range c.delegs[g.Key] {
 		if c.liveAtHome(o) {
 			c.fail(InvHomeView, "%s granted %s %s while %s (granted by %s to %s) may be live until %v",
-				n.Name(), g.Key, g.Token, o.token, c.w.Node(o.home.node).Name(), c.w.Node(o.holder.node).Name(), o.homeEnd.Sub(c.w.Base))
+				n.Name(), g.Key, g.Token, o.token, c.w.Node(o.home.node).Name(), c.w.Node(o.holder.node).Name(), o.homeUntil().Sub(c.w.Base))
 			// The delegation exists all the same: a script that goes on
 			// sees what its holder does with it (D1), not a follow-on.
 			break
@@ -592,7 +622,7 @@ func (c *Checker) grantSent(n Node, o *observed, g msg.Grant) {
 	// those, but a holder that takes one holds it).
 	list := c.delegs[g.Key][:0]
 	for _, o := range c.delegs[g.Key] {
-		if c.validAtHolder(o) || (!o.over && c.alive(o.holder) && c.w.Now().Before(o.homeEnd)) {
+		if c.validAtHolder(o) || (!o.over && c.alive(o.holder) && c.w.Now().Before(o.homeUntil())) {
 			list = append(list, o)
 		}
 	}
@@ -698,12 +728,13 @@ func (c *Checker) received(n Node, o *observed) *deleg {
 			}
 			// A renewal this home process grants later lengthens it again.
 			d.homeEnd, d.adoptedBy = c.homeEnd(n, h.Remaining), p
-			if c.validAtHolder(d) {
-				if end := c.w.Node(d.holder.node).TrueAt(d.holderEnd); end.After(d.homeEnd) {
-					c.fail(InvHolderFirst, "%s adopted %s %s until %v, but its holder may use it until %v",
-						n.Name(), h.Key, h.Token, d.homeEnd.Sub(c.w.Base), end.Sub(c.w.Base))
-					return nil
-				}
+			// Judged against what the holder could use when it answered
+			// (seeds 350,550 and 786,448): a home it was handed over to
+			// may have renewed it since, and keeps its own record of that.
+			if c.validAtHolder(d) && d.reportedInc == b.ForInc && d.reportedEnd.After(d.homeEnd) {
+				c.fail(InvHolderFirst, "%s adopted %s %s until %v, but its holder could use it until %v when it answered",
+					n.Name(), h.Key, h.Token, d.homeEnd.Sub(c.w.Base), d.reportedEnd.Sub(c.w.Base))
+				return nil
 			}
 		}
 	case msg.Acquire:
@@ -804,9 +835,9 @@ func (c *Checker) exclusive(n Node, d *deleg) {
 		return
 	}
 	end := n.TrueAt(d.holderEnd)
-	if end.After(d.homeEnd) {
+	if home := d.homeUntil(); end.After(home) {
 		c.fail(InvHolderFirst, "%s holds %s %s until %v, past its home's expiry %v",
-			n.Name(), d.key, d.token, end.Sub(c.w.Base), d.homeEnd.Sub(c.w.Base))
+			n.Name(), d.key, d.token, end.Sub(c.w.Base), home.Sub(c.w.Base))
 		return
 	}
 	for _, o := range c.delegs[d.key] {

@@ -420,3 +420,47 @@ func TestOlderRequestGrantedNewerHeard(t *testing.T) {
 		})
 	}
 }
+
+// A restarted home adopts what its holder reported in its Reclaim answer:
+// no less is safe (D5). A home the delegation was handed over to may renew
+// it after the holder answered; that home keeps its own record of the
+// renewal, which the restarted home's adoption does not replace (seeds
+// 350,550 and 786,448 of the simulator: the first case).
+func TestAdoptionAfterAnotherHomeRenewed(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		renewed   bool          // t, which took it over, renews it after the answer
+		remaining time.Duration // what the answer reports
+		want      []string
+	}{
+		{"renewed elsewhere after the answer", true, 485 * time.Millisecond, nil},
+		{"reported too short", false, 100 * time.Millisecond, []string{InvHolderFirst}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, "h", "a", "t")
+			d := tok(t, "e1.i1.c1")
+			req := msg.RequestID{Inc: 1, Seq: 1}
+			acq := env("a", "h", msg.Acquire{Key: "k", Req: req, Attempt: 1, Lease: lease})
+			w.step(1, nil, []msg.Envelope{acq})
+			grant := env("h", "a", msg.Grant{Key: "k", Req: req, Attempt: 1, Token: d, Lease: lease})
+			w.step(0, []msg.Envelope{acq}, []msg.Envelope{grant})
+			w.at(time.Millisecond)
+			w.step(1, []msg.Envelope{grant}, nil)
+			w.at(500 * time.Millisecond)
+			renew := env("a", "t", msg.Renew{Key: "k", Token: d, Attempt: 1, Lease: lease})
+			w.step(1, nil, []msg.Envelope{renew})
+			w.at(505 * time.Millisecond)
+			answer := env("a", "h", msg.ReclaimAnswer{ForInc: 1, Held: []msg.HeldDelegation{{Key: "k", Token: d, Remaining: tc.remaining}}})
+			w.step(1, []msg.Envelope{env("h", "a", msg.Reclaim{})}, []msg.Envelope{answer})
+			if tc.renewed {
+				reply := env("t", "a", msg.RenewReply{Key: "k", Token: d, Attempt: 1, OK: true, Lease: lease})
+				w.step(2, []msg.Envelope{renew}, []msg.Envelope{reply})
+				w.at(510 * time.Millisecond)
+				w.step(1, []msg.Envelope{reply}, nil)
+			}
+			w.at(600 * time.Millisecond)
+			w.step(0, []msg.Envelope{answer}, nil)
+			require.Equal(t, tc.want, w.broken)
+		})
+	}
+}
