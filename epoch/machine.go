@@ -334,8 +334,26 @@ func (m *Machine) handle(now time.Time, env msg.Envelope) {
 		m.desire(now, change{member: b.Member})
 		m.answerJoiner(env.From.ID, b.Member)
 	case msg.Leave:
+		if m.staleLeave(env.Epoch, b.Member) {
+			m.sendLearn(env.From.ID) // a leaver that means it asks again, caught up
+			return
+		}
 		m.desire(now, change{remove: true, member: b.Member})
 	}
+}
+
+// staleLeave reports whether a Leave its sender sent in epoch sentIn may
+// predate the member's joining again: a Leave held up in the network must
+// not remove a member that rejoined since (seed 527,009). The member was in
+// every epoch from sentIn on when sentIn is the learned epoch or the one
+// before, which the certificate names; further back this node cannot tell,
+// and drops it: a leaver retries until it learns an epoch without itself.
+func (m *Machine) staleLeave(sentIn uint64, who msg.Member) bool {
+	if m.learned == nil || sentIn >= m.learned.Epoch.Number {
+		return false
+	}
+	prev := m.learned.Cert.Prev
+	return sentIn != prev.Number || sentIn+1 != m.learned.Epoch.Number || !isMember(prev, who)
 }
 
 // catchUp asks a sender whose header names a newer epoch for it, at most

@@ -1,0 +1,53 @@
+package epoch
+
+import (
+	"testing"
+	"time"
+
+	"github.com/homelock/homelock/msg"
+)
+
+// A Leave counts only when it cannot predate its sender's joining again:
+// sent in the learned epoch, or in the one before if the sender was a
+// member of it (the certificate's Prev). Otherwise the receiver proposes
+// nothing and teaches the sender its epoch; a leaver that means it asks
+// again (seed 527,009: a Leave held up 1.9 s removed a member that had
+// rejoined).
+func TestStaleLeave(t *testing.T) {
+	e2without := msg.Epoch{Number: 2, Members: members("a", "c"), Caps: msg.Caps{Ring: msg.RingV1}}
+	e2with := msg.Epoch{Number: 2, Members: members("a", "b", "c"), Caps: msg.Caps{Ring: msg.RingV1}}
+	e3 := msg.Epoch{Number: 3, Members: members("a", "b", "c"), Caps: msg.Caps{Ring: msg.RingV1}}
+	for _, tc := range []struct {
+		name   string
+		prev   msg.Epoch
+		sentIn uint64
+		counts bool
+	}{
+		{"sent in the learned epoch", e2without, 3, true},
+		{"sent in a later epoch", e2without, 4, true},
+		{"sent in the epoch before, a member of it", e2with, 2, true},
+		{"sent in the epoch before, not a member of it", e2without, 2, false},
+		{"sent before it rejoined", e2without, 1, false},
+		{"sent two epochs back, a member since", e2with, 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := Learned{Epoch: e3, Cert: msg.Certificate{Prev: tc.prev}}
+			m := New(testCfg("c"), State{Learned: &l})
+			now := time.Unix(100, 0)
+			m.Tick(now)
+			b := testCfg("b").Self
+			out := m.Step(now, msg.Envelope{From: b, To: "c", Epoch: tc.sentIn, Version: b.Version, Body: msg.Leave{Member: b}})
+			proposed, taught := false, false
+			for _, env := range out.Msgs {
+				switch env.Body.(type) {
+				case msg.Prepare:
+					proposed = true
+				case msg.Learn:
+					taught = taught || env.To == "b"
+				}
+			}
+			equal(t, tc.counts, proposed, "proposed an epoch without b")
+			equal(t, !tc.counts, taught, "sent b the learned epoch")
+		})
+	}
+}
