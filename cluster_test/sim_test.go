@@ -232,6 +232,8 @@ func TestSimFoundSeeds(t *testing.T) {
 		747749, // v3: a home renewed a delegation it had handed over when the key came back to it (D4)
 		350550, // checker: a restarted home adopts what the holder reported; a home it was handed to may renew it since (D5)
 		786448, // the same
+		527009, // a Leave held up in the network removed a member that had rejoined since (M2)
+		589401, // checker: the unlock that ends a section admits a waiter of its own node at that instant (L6)
 	} {
 		if r := Run(DefaultSimConfig(seed)); r.Failed() {
 			t.Errorf("seed %d: %s", seed, r.Report())
