@@ -51,3 +51,46 @@ func TestStaleLeave(t *testing.T) {
 		})
 	}
 }
+
+// A Join counts unless it predates its sender's last membership: the
+// sender was in the epoch before the learned one, is not in the learned
+// one, and sent the Join before it learned that. Then the receiver proposes
+// nothing and teaches the sender its epoch; a joiner that means it asks
+// again, naming the learned epoch.
+func TestStaleJoin(t *testing.T) {
+	with := msg.Epoch{Number: 2, Members: members("a", "b", "c"), Caps: msg.Caps{Ring: msg.RingV1}}
+	without := msg.Epoch{Number: 2, Members: members("a", "c"), Caps: msg.Caps{Ring: msg.RingV1}}
+	e3 := msg.Epoch{Number: 3, Members: members("a", "c"), Caps: msg.Caps{Ring: msg.RingV1}}
+	for _, tc := range []struct {
+		name   string
+		prev   msg.Epoch
+		sentIn uint64
+		counts bool
+	}{
+		{"left in the learned epoch, asks in it", with, 3, true},
+		{"left in the learned epoch, asked before", with, 1, false},
+		{"never a member, asked before", without, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := Learned{Epoch: e3, Cert: msg.Certificate{Prev: tc.prev}}
+			m := New(testCfg("c"), State{Learned: &l})
+			now := time.Unix(100, 0)
+			m.Tick(now)
+			b := testCfg("b").Self
+			out := m.Step(now, msg.Envelope{From: b, To: "c", Epoch: tc.sentIn, Version: b.Version, Body: msg.Join{Member: b}})
+			proposed, taught := false, false
+			for _, env := range out.Msgs {
+				switch env.Body.(type) {
+				case msg.Prepare:
+					proposed = true
+				case msg.Learn:
+					taught = taught || env.To == "b"
+				}
+			}
+			equal(t, tc.counts, proposed, "proposed an epoch with b")
+			if !tc.counts {
+				must(t, taught, "sent b the learned epoch")
+			}
+		})
+	}
+}

@@ -331,6 +331,10 @@ func (m *Machine) handle(now time.Time, env msg.Envelope) {
 	case msg.RenewalAnswer:
 		m.onRenewalAnswer(now, env, b)
 	case msg.Join:
+		if m.staleJoin(env.Epoch, b.Member) {
+			m.sendLearn(env.From.ID) // a joiner that means it asks again, caught up
+			return
+		}
 		m.desire(now, change{member: b.Member})
 		m.answerJoiner(env.From.ID, b.Member)
 	case msg.Leave:
@@ -340,6 +344,20 @@ func (m *Machine) handle(now time.Time, env msg.Envelope) {
 		}
 		m.desire(now, change{remove: true, member: b.Member})
 	}
+}
+
+// staleJoin reports whether a Join its sender sent in epoch sentIn predates
+// that member's last membership: the member was in the epoch before the
+// learned one and is not in the learned one, so it joined after sentIn and
+// left (or was removed) since. A joiner asks only once it has learned an
+// epoch without itself, so a Join it means now names the learned epoch; a
+// Join held up in the network must not add back a node that left.
+func (m *Machine) staleJoin(sentIn uint64, who msg.Member) bool {
+	if m.learned == nil || sentIn >= m.learned.Epoch.Number {
+		return false
+	}
+	prev := m.learned.Cert.Prev
+	return prev.Number+1 == m.learned.Epoch.Number && isMember(prev, who) && !isMember(m.learned.Epoch, who)
 }
 
 // staleLeave reports whether a Leave its sender sent in epoch sentIn may
