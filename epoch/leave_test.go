@@ -31,21 +31,8 @@ func TestStaleLeave(t *testing.T) {
 		{"sent two epochs back, a member since", e2with, 1, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := Learned{Epoch: e3, Cert: msg.Certificate{Prev: tc.prev}}
-			m := New(testCfg("c"), State{Learned: &l})
-			now := time.Unix(100, 0)
-			m.Tick(now)
 			b := testCfg("b").Self
-			out := m.Step(now, msg.Envelope{From: b, To: "c", Epoch: tc.sentIn, Version: b.Version, Body: msg.Leave{Member: b}})
-			proposed, taught := false, false
-			for _, env := range out.Msgs {
-				switch env.Body.(type) {
-				case msg.Prepare:
-					proposed = true
-				case msg.Learn:
-					taught = taught || env.To == "b"
-				}
-			}
+			proposed, taught := fromB(Learned{Epoch: e3, Cert: msg.Certificate{Prev: tc.prev}}, tc.sentIn, msg.Leave{Member: b})
 			equal(t, tc.counts, proposed, "proposed an epoch without b")
 			equal(t, !tc.counts, taught, "sent b the learned epoch")
 		})
@@ -72,25 +59,31 @@ func TestStaleJoin(t *testing.T) {
 		{"never a member, asked before", without, 1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := Learned{Epoch: e3, Cert: msg.Certificate{Prev: tc.prev}}
-			m := New(testCfg("c"), State{Learned: &l})
-			now := time.Unix(100, 0)
-			m.Tick(now)
 			b := testCfg("b").Self
-			out := m.Step(now, msg.Envelope{From: b, To: "c", Epoch: tc.sentIn, Version: b.Version, Body: msg.Join{Member: b}})
-			proposed, taught := false, false
-			for _, env := range out.Msgs {
-				switch env.Body.(type) {
-				case msg.Prepare:
-					proposed = true
-				case msg.Learn:
-					taught = taught || env.To == "b"
-				}
-			}
+			proposed, taught := fromB(Learned{Epoch: e3, Cert: msg.Certificate{Prev: tc.prev}}, tc.sentIn, msg.Join{Member: b})
 			equal(t, tc.counts, proposed, "proposed an epoch with b")
 			if !tc.counts {
 				must(t, taught, "sent b the learned epoch")
 			}
 		})
 	}
+}
+
+// fromB has c, which learned l, receive body from b, sent in epoch sentIn:
+// whether c proposed an epoch, and whether it sent b its own.
+func fromB(l Learned, sentIn uint64, body msg.Body) (proposed, taught bool) {
+	m := New(testCfg("c"), State{Learned: &l})
+	now := time.Unix(100, 0)
+	m.Tick(now)
+	b := testCfg("b").Self
+	out := m.Step(now, msg.Envelope{From: b, To: "c", Epoch: sentIn, Version: b.Version, Body: body})
+	for _, env := range out.Msgs {
+		switch env.Body.(type) {
+		case msg.Prepare:
+			proposed = true
+		case msg.Learn:
+			taught = taught || env.To == "b"
+		}
+	}
+	return proposed, taught
 }

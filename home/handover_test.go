@@ -134,32 +134,11 @@ func answered(out []msg.Envelope, id msg.NodeID) msg.Kind {
 // (same token), or replaces it when n1 has granted a newer one since. In
 // neither case does n4 grant before the handed-back delegation's end.
 func TestTakeOverOwnRecord(t *testing.T) {
-	n1, n2, n3, n4 := mem("n1", 1), mem("n2", 2), mem("n3", 3), mem("n4", 4)
-	e1 := msg.Epoch{Number: 1, Members: []msg.Member{n2, n3, n4}, Caps: msg.Caps{Ring: msg.RingV1}}
-	e2 := msg.Epoch{Number: 2, Members: []msg.Member{n1, n2, n3, n4}, Caps: msg.Caps{Ring: msg.RingV1}}
-	e3 := msg.Epoch{Number: 3, Members: []msg.Member{n2, n3, n4}, Caps: msg.Caps{Ring: msg.RingV1}}
-	r1, r2 := epoch.NewRing(e1), epoch.NewRing(e2)
-	key := ""
-	for i := 0; key == ""; i++ {
-		k := fmt.Sprintf("k%d", i)
-		if h1, _ := r1.Home(k); h1.ID == "n4" {
-			if h2, _ := r2.Home(k); h2.ID == "n1" {
-				key = k
-			}
-		}
-	}
+	n1, n2, n3, n4, e1, e2, e3, key := awayAndBack()
 	for _, newer := range []bool{false, true} {
 		t.Run(fmt.Sprintf("newer=%v", newer), func(t *testing.T) {
 			now := time.Unix(1000, 0)
-			m := New(Config{Self: n4, Inc: 1, EpochLease: 3 * time.Second, Skew: 100 * time.Millisecond,
-				MaxLease: time.Second, MinUseful: time.Millisecond, RetryInterval: 10 * time.Millisecond}, now, nil, false)
-			m.OnEpoch(now, epoch.Learned{Epoch: e1})
-			m.SetLiveness(now, now.Add(time.Hour))
-			m.Acquire(now, msg.Envelope{From: n3, FromInc: 1, Version: 1, Epoch: 1}, msg.Acquire{Key: key, Req: msg.RequestID{Inc: 1, Seq: 1}, Attempt: 1})
-			tok, _, ok := m.Holding(key)
-			if !ok {
-				t.Fatal("n4 did not grant in e1")
-			}
+			m, tok := grantedInE1(t, n4, n3, e1, key, now)
 			m.OnEpoch(now.Add(10*time.Millisecond), epoch.Learned{Epoch: e2, Cert: msg.Certificate{Prev: e1}})
 			at := now.Add(20 * time.Millisecond)
 			m.OnEpoch(at, epoch.Learned{Epoch: e3, Cert: msg.Certificate{Prev: e2}})
@@ -193,30 +172,9 @@ func TestTakeOverOwnRecord(t *testing.T) {
 // n4's to renew: it asks n1 (seed 747,749, where renewing it let two
 // delegations be live at once).
 func TestNoRenewOfHandedOverRecord(t *testing.T) {
-	n1, n2, n3, n4 := mem("n1", 1), mem("n2", 2), mem("n3", 3), mem("n4", 4)
-	e1 := msg.Epoch{Number: 1, Members: []msg.Member{n2, n3, n4}, Caps: msg.Caps{Ring: msg.RingV1}}
-	e2 := msg.Epoch{Number: 2, Members: []msg.Member{n1, n2, n3, n4}, Caps: msg.Caps{Ring: msg.RingV1}}
-	e3 := msg.Epoch{Number: 3, Members: []msg.Member{n2, n3, n4}, Caps: msg.Caps{Ring: msg.RingV1}}
-	r1, r2 := epoch.NewRing(e1), epoch.NewRing(e2)
-	key := ""
-	for i := 0; key == ""; i++ {
-		k := fmt.Sprintf("k%d", i)
-		if h1, _ := r1.Home(k); h1.ID == "n4" {
-			if h2, _ := r2.Home(k); h2.ID == "n1" {
-				key = k
-			}
-		}
-	}
+	n1, _, n3, n4, e1, e2, e3, key := awayAndBack()
 	now := time.Unix(1000, 0)
-	m := New(Config{Self: n4, Inc: 1, EpochLease: 3 * time.Second, Skew: 100 * time.Millisecond,
-		MaxLease: time.Second, MinUseful: time.Millisecond, RetryInterval: 10 * time.Millisecond}, now, nil, false)
-	m.OnEpoch(now, epoch.Learned{Epoch: e1})
-	m.SetLiveness(now, now.Add(time.Hour))
-	m.Acquire(now, msg.Envelope{From: n3, FromInc: 1, Version: 1, Epoch: 1}, msg.Acquire{Key: key, Req: msg.RequestID{Inc: 1, Seq: 1}, Attempt: 1})
-	tok, _, ok := m.Holding(key)
-	if !ok {
-		t.Fatal("n4 did not grant in e1")
-	}
+	m, tok := grantedInE1(t, n4, n3, e1, key, now)
 	m.Ready()
 
 	at := now.Add(10 * time.Millisecond)
@@ -250,4 +208,39 @@ func TestNoRenewOfHandedOverRecord(t *testing.T) {
 	if !asked {
 		t.Fatal("n4 did not ask n1 what became of the delegation")
 	}
+}
+
+// awayAndBack: n1 joins in e2 and leaves in e3; key is one that n4 homes in
+// e1 and e3 and n1 in e2.
+func awayAndBack() (n1, n2, n3, n4 msg.Member, e1, e2, e3 msg.Epoch, key string) {
+	n1, n2, n3, n4 = mem("n1", 1), mem("n2", 2), mem("n3", 3), mem("n4", 4)
+	e1 = msg.Epoch{Number: 1, Members: []msg.Member{n2, n3, n4}, Caps: msg.Caps{Ring: msg.RingV1}}
+	e2 = msg.Epoch{Number: 2, Members: []msg.Member{n1, n2, n3, n4}, Caps: msg.Caps{Ring: msg.RingV1}}
+	e3 = msg.Epoch{Number: 3, Members: []msg.Member{n2, n3, n4}, Caps: msg.Caps{Ring: msg.RingV1}}
+	r1, r2 := epoch.NewRing(e1), epoch.NewRing(e2)
+	for i := 0; key == ""; i++ {
+		k := fmt.Sprintf("k%d", i)
+		if h1, _ := r1.Home(k); h1.ID == "n4" {
+			if h2, _ := r2.Home(k); h2.ID == "n1" {
+				key = k
+			}
+		}
+	}
+	return n1, n2, n3, n4, e1, e2, e3, key
+}
+
+// grantedInE1 is n4's home machine, started at now in e1, which granted
+// key to n3 at once.
+func grantedInE1(t *testing.T, n4, n3 msg.Member, e1 msg.Epoch, key string, now time.Time) (*Machine, fence.Token) {
+	t.Helper()
+	m := New(Config{Self: n4, Inc: 1, EpochLease: 3 * time.Second, Skew: 100 * time.Millisecond,
+		MaxLease: time.Second, MinUseful: time.Millisecond, RetryInterval: 10 * time.Millisecond}, now, nil, false)
+	m.OnEpoch(now, epoch.Learned{Epoch: e1})
+	m.SetLiveness(now, now.Add(time.Hour))
+	m.Acquire(now, msg.Envelope{From: n3, FromInc: 1, Version: 1, Epoch: 1}, msg.Acquire{Key: key, Req: msg.RequestID{Inc: 1, Seq: 1}, Attempt: 1})
+	tok, _, ok := m.Holding(key)
+	if !ok {
+		t.Fatal("n4 did not grant in e1")
+	}
+	return m, tok
 }
