@@ -62,6 +62,10 @@
 //     (H17). A member that sees a promise for n+1 and does not learn n+1
 //     within PromiseTimeout completes the instance itself (H16). A Join under
 //     a node ID already in the epoch replaces that entry (H21).
+//   - A Join or Leave that may predate its sender's last change of
+//     membership (by its header's epoch and the certificate's Prev) changes
+//     nothing; the sender is sent the epoch and asks again
+//     (docs/membership.md).
 //
 // Files: acceptor.go (promises, acceptances), proposer.go (ballots, wanted
 // membership changes), learner.go (certificates), liveness.go (renewal
