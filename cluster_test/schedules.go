@@ -315,3 +315,37 @@ func homeLeavesUnderSection(s *Sim) {
 	s.After(at+300*time.Millisecond, func() { s.leaveThenJoin(s.Node("n1"), 8*time.Second) })
 	s.After(at+4*simLease-1500*time.Millisecond, func() { s.LockKey("n4", key) })
 }
+
+// heldUpLeave: n2 leaves cleanly and asks to join again 700ms later; its
+// Leave to n3 is held up in the network until n3 has learned the epoch that
+// took n2 back. That Leave predates n2's rejoining and must remove nobody:
+// honoured, it cost two more epochs (M2) and removed a live member (seed
+// 527,009).
+func heldUpLeave(s *Sim) {
+	var kept *msg.Envelope
+	s.cfg.Filter = func(from, to msg.NodeID, env msg.Envelope) bool {
+		if _, ok := env.Body.(msg.Leave); ok && from == "n2" && to == "n3" && kept == nil {
+			c := env
+			kept = &c
+			return false
+		}
+		return true
+	}
+	at := simEpochLease + simSkew + 300*time.Millisecond
+	before := uint64(0)
+	s.After(at, func() {
+		before = s.Node("n3").disk.Learned().Epoch.Number
+		s.leaveThenJoin(s.Node("n2"), 700*time.Millisecond)
+	})
+	var back func()
+	back = func() {
+		n2, n3 := s.Node("n2"), s.Node("n3")
+		if l := n3.disk.Learned(); kept == nil || n3.core == nil || l == nil || l.Epoch.Number < before+2 || !l.Epoch.Has(n2.member) {
+			s.After(5*time.Millisecond, back)
+			return
+		}
+		s.trace("deliver the held-up Leave of n2 to n3")
+		s.at(s.now, &event{kind: evDeliver, node: n3.idx, env: *kept, gen: n3.gen})
+	}
+	s.After(at+time.Second, back)
+}

@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -148,6 +149,22 @@ func TestHomeLeavesUnderSection(t *testing.T) {
 		}
 		if len(admits) != 2 || !strings.HasPrefix(admits[0], "n2 ") || !strings.HasPrefix(admits[1], "n4 ") {
 			t.Fatalf("seed %d: admissions %v, want n2's then n4's", seed, admits)
+		}
+	}
+}
+
+// TestHeldUpLeaveSchedule: a Leave held up in the network until its sender
+// has joined again removes nobody.
+func TestHeldUpLeaveSchedule(t *testing.T) {
+	for seed := uint64(1); seed <= 10; seed++ {
+		cfg := fixedSchedule(seed, heldUpLeave)
+		cfg.Trace = true
+		r := Run(cfg)
+		if r.Failed() {
+			t.Fatal(r.Report())
+		}
+		if !slices.ContainsFunc(r.Trace, func(l string) bool { return strings.HasSuffix(l, "deliver the held-up Leave of n2 to n3") }) {
+			t.Fatalf("seed %d: the held-up Leave was never delivered:\n%s", seed, r.Report())
 		}
 	}
 }
