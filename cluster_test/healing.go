@@ -15,8 +15,9 @@ import (
 //     2 for a fault that can make one node look down (its removal and its
 //     join), 1 for a new node, 4 for a forced duel of two removals.
 //
-// Mutation runs skip them: they switch safety rules off, and a check of
-// liveness would catch every mutation for the wrong reason.
+// Mutation runs skip them (but where SimConfig.HealingUnderMutation says):
+// they switch safety rules off, and a check of liveness would catch every
+// mutation for the wrong reason.
 const (
 	invHealing       = "M1 membership heals"
 	invEpochsBounded = "M2 epochs per fault bounded"
@@ -55,7 +56,7 @@ func (s *Sim) healBound() time.Duration {
 
 // checkHealing runs on every gossip tick after the heal.
 func (s *Sim) checkHealing() {
-	if s.cfg.Mutations.Any() || s.now.Before(s.heal.from) || !s.heal.at.IsZero() {
+	if s.skipHealing() || s.now.Before(s.heal.from) || !s.heal.at.IsZero() {
 		return
 	}
 	if why := s.unhealed(); why == "" {
@@ -102,7 +103,7 @@ func (s *Sim) unhealed() string {
 func (s *Sim) noteEpochNumber(number uint64) {
 	if number > s.heal.maxEpoch {
 		s.heal.maxEpoch = number
-		if !s.cfg.Mutations.Any() && int(number) > 1+s.heal.budget {
+		if !s.skipHealing() && int(number) > 1+s.heal.budget {
 			s.check.fail(invEpochsBounded, "epoch %d learned; the faults so far allow at most %d", number, 1+s.heal.budget)
 		}
 	}
@@ -110,8 +111,11 @@ func (s *Sim) noteEpochNumber(number uint64) {
 
 // finalHealing: the run ended without healing within the bound.
 func (s *Sim) finalHealing() {
-	if s.cfg.Mutations.Any() || !s.heal.at.IsZero() || s.stopped {
+	if s.skipHealing() || !s.heal.at.IsZero() || s.stopped {
 		return
 	}
 	s.check.fail(invHealing, "not healed by the end of the run, %v after the last fault: %s", s.now.Sub(s.heal.from), s.unhealed())
 }
+
+// skipHealing: a run with a mutation checks no healing unless told to.
+func (s *Sim) skipHealing() bool { return s.cfg.Mutations.Any() && !s.cfg.HealingUnderMutation }

@@ -65,6 +65,7 @@ var mutations = map[string]mutationEntry{
 	"Holder.LeaseNoDrift":         {broken: []string{lockcheck.InvHolderLease, lockcheck.InvHolderFirst, lockcheck.InvDelegExclusion}, seeds: 20},
 	"Holder.RenewAnchorAtReceipt": {broken: []string{lockcheck.InvHolderLease, lockcheck.InvHolderFirst, lockcheck.InvDelegExclusion}, seeds: 20},
 	"Epoch.LivenessNoDrift":       {broken: []string{lockcheck.InvLiveness, invEpochLive}, seeds: 20},
+	"Epoch.AcceptStaleLeave":      {broken: []string{invEpochsBounded}, seeds: 5, schedule: heldUpLeaveHealing},
 	"Epoch.LivenessAtAnswer":      {broken: []string{lockcheck.InvLiveness}, seeds: 20},
 	// Recall and release handling.
 	"Home.ReleaseAnyToken":      {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, invExclusion}, seeds: 20},
@@ -159,4 +160,12 @@ func TestMutationsAreCaught(t *testing.T) {
 			t.Fatalf("no violation in %d seeds: the checkers cannot see this rule", budget)
 		})
 	}
+}
+
+// heldUpLeaveHealing is the held-up Leave's schedule with its healing
+// checks on: M2 is what a stale Leave breaks.
+func heldUpLeaveHealing(seed uint64) SimConfig {
+	cfg := fixedSchedule(seed, heldUpLeave)
+	cfg.HealingUnderMutation = true
+	return cfg
 }

@@ -33,6 +33,10 @@ type SimConfig struct {
 	// and the homes' MaxLease (schedules whose leases reach the liveness).
 	Lease     time.Duration
 	Mutations Mutations
+	// HealingUnderMutation keeps the healing checks (M1, M2) on in a run
+	// with a mutation: for a membership rule, whose break is one of
+	// liveness, not of safety.
+	HealingUnderMutation bool
 	// Trace keeps every event line (for replay); otherwise only the last ones.
 	Trace bool
 	// Script, when set, replaces the random fault schedule (hazard scenarios);

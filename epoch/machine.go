@@ -353,7 +353,7 @@ func (m *Machine) handle(now time.Time, env msg.Envelope) {
 // epoch without itself, so a Join it means now names the learned epoch; a
 // Join held up in the network must not add back a node that left.
 func (m *Machine) staleJoin(sentIn uint64, who msg.Member) bool {
-	if m.learned == nil || sentIn >= m.learned.Epoch.Number {
+	if m.learned == nil || sentIn >= m.learned.Epoch.Number || m.cfg.Mutations.acceptStaleLeave() {
 		return false
 	}
 	prev := m.learned.Cert.Prev
@@ -367,7 +367,7 @@ func (m *Machine) staleJoin(sentIn uint64, who msg.Member) bool {
 // before, which the certificate names; further back this node cannot tell,
 // and drops it: a leaver retries until it learns an epoch without itself.
 func (m *Machine) staleLeave(sentIn uint64, who msg.Member) bool {
-	if m.learned == nil || sentIn >= m.learned.Epoch.Number {
+	if m.learned == nil || sentIn >= m.learned.Epoch.Number || m.cfg.Mutations.acceptStaleLeave() {
 		return false
 	}
 	prev := m.learned.Cert.Prev

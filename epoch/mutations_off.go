@@ -13,3 +13,4 @@ func (*Mutations) livenessAtAnswer() bool      { return false }
 func (*Mutations) adoptFirstValue() bool       { return false }
 func (*Mutations) acceptBelowPromise() bool    { return false }
 func (*Mutations) countDuplicateAccepts() bool { return false }
+func (*Mutations) acceptStaleLeave() bool      { return false }

@@ -23,6 +23,9 @@ type Mutations struct {
 	// CountDuplicateAccepts counts every Accepted reply towards the
 	// certificate, duplicates of one acceptor included.
 	CountDuplicateAccepts bool
+	// AcceptStaleLeave makes a member act on a Leave and a Join that may
+	// predate their sender's last change of membership.
+	AcceptStaleLeave bool
 }
 
 func (m *Mutations) livenessNoDrift() bool       { return m.LivenessNoDrift }
@@ -30,3 +33,4 @@ func (m *Mutations) livenessAtAnswer() bool      { return m.LivenessAtAnswer }
 func (m *Mutations) adoptFirstValue() bool       { return m.AdoptFirstValue }
 func (m *Mutations) acceptBelowPromise() bool    { return m.AcceptBelowPromise }
 func (m *Mutations) countDuplicateAccepts() bool { return m.CountDuplicateAccepts }
+func (m *Mutations) acceptStaleLeave() bool      { return m.AcceptStaleLeave }
