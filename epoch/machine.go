@@ -356,8 +356,8 @@ func (m *Machine) staleJoin(sentIn uint64, who msg.Member) bool {
 	if m.learned == nil || sentIn >= m.learned.Epoch.Number || m.cfg.Mutations.acceptStaleLeave() {
 		return false
 	}
-	prev := m.learned.Cert.Prev
-	return prev.Number+1 == m.learned.Epoch.Number && isMember(prev, who) && !isMember(m.learned.Epoch, who)
+	prev := m.learned.Cert.Prev // epoch learned-1 (verifyCert)
+	return isMember(prev, who) && !isMember(m.learned.Epoch, who)
 }
 
 // staleLeave reports whether a Leave its sender sent in epoch sentIn may
@@ -371,7 +371,7 @@ func (m *Machine) staleLeave(sentIn uint64, who msg.Member) bool {
 		return false
 	}
 	prev := m.learned.Cert.Prev
-	return sentIn != prev.Number || sentIn+1 != m.learned.Epoch.Number || !isMember(prev, who)
+	return sentIn != prev.Number || !isMember(prev, who)
 }
 
 // catchUp asks a sender whose header names a newer epoch for it, at most
