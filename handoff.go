@@ -17,11 +17,12 @@ import (
 // errLastMember: the only member of an epoch cannot leave it.
 var errLastMember = errors.New("this node is the only member")
 
-// handOff asks the members to agree an epoch without this node, waits until
-// it is learned, then until this node neither grants nor holds any
-// delegation. what prefixes its errors ("leave"). stop, if set, is asked
-// before each request to leave while this node is still a member: a non-empty
-// answer ends the handoff with that reason (errHandOffStopped).
+// handOff asks the members to agree an epoch without this node (the core
+// asks again until it learns one), waits until it is learned, then until
+// this node neither grants nor holds any delegation. what prefixes its
+// errors ("leave"). stop, if set, is asked before the request to leave and
+// then every ten retry intervals while this node is still a member: a
+// non-empty answer ends the handoff with that reason (errHandOffStopped).
 func (n *Node) handOff(ctx context.Context, what string, stop func() string) error {
 	n.lockAll()
 	if n.usable() {
@@ -29,8 +30,9 @@ func (n *Node) handOff(ctx context.Context, what string, stop func() string) err
 	}
 	n.unlockAll()
 
-	t := time.NewTicker(10 * n.cfg.RetryInterval) // as the core paces joins
+	t := time.NewTicker(10 * n.cfg.RetryInterval) // as the core paces its asks
 	defer t.Stop()
+	asked := false
 	for {
 		why := ""
 		if stop != nil {
@@ -54,8 +56,11 @@ func (n *Node) handOff(ctx context.Context, what string, stop func() string) err
 			n.unlockAll()
 			return fmt.Errorf("homelock: %s: %w: %s", what, errHandOffStopped, why)
 		}
-		now := n.clock.Now()
-		n.apply(now, n.core.Leave(now))
+		if !asked {
+			now := n.clock.Now()
+			n.apply(now, n.core.Leave(now))
+			asked = true
+		}
 		ch := n.epochCh
 		n.unlockAll()
 		select {

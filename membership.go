@@ -217,8 +217,9 @@ func (n *Node) Join(ctx context.Context, addrs ...string) error {
 // and the delegations it holds are recalled. Leave returns once this node
 // neither grants nor holds any delegation, or ctx ends. Call Close after it:
 // Close keeps answering the new homes' drain queries until their gates would
-// have passed anyway (Close alone does all of this, see Close). Join brings
-// the node back.
+// have passed anyway (Close alone does all of this, see Close). If ctx ends
+// while this node is still a member, the node goes on asking to leave; Join
+// takes that back, and brings a node that left back.
 func (n *Node) Leave(ctx context.Context) error {
 	n.lockAll()
 	err := n.admissible("")

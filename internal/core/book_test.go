@@ -21,22 +21,8 @@ func TestNewEpochAddressWinsInTheBook(t *testing.T) {
 	n3 := memberNode(m3, time.Time{}, m1, m2, m3)
 	nodes := map[msg.NodeID]*Node{"n1": n1, "n3": n3}
 
-	var toMoved []Outgoing
-	queue := []Outgoing{{To: m1, Env: msg.Envelope{From: moved, FromInc: 3, To: "n1", Epoch: 5, Version: 1, Body: msg.Join{Member: moved}}}}
-	now := hBase
-	for steps := 0; len(queue) > 0; steps++ {
-		if steps > 1000 {
-			t.Fatal("the members never went quiet")
-		}
-		o := queue[0]
-		queue = queue[1:]
-		now = now.Add(time.Millisecond)
-		if o.To.ID == "n2" {
-			toMoved = append(toMoved, o)
-			continue
-		}
-		queue = append(queue, nodes[o.To.ID].Receive(now, o.Env).Msgs...)
-	}
+	join := Outgoing{To: m1, Env: msg.Envelope{From: moved, FromInc: 3, To: "n1", Epoch: 5, Version: 1, Body: msg.Join{Member: moved}}}
+	_, toMoved := deliverAll(t, nodes, hBase, []Outgoing{join})
 	for id, n := range nodes {
 		l, _, _ := n.EpochMachine().Current()
 		if got, _ := l.Epoch.Member("n2"); got != moved {
@@ -198,4 +184,27 @@ func TestBookFollowsGossip(t *testing.T) {
 	if !sent {
 		t.Fatal("nothing was sent to n2")
 	}
+}
+
+// deliverAll delivers queue and everything it leads to among nodes, a
+// millisecond a message from now, until they go quiet. It returns the last
+// instant and what was sent to nodes not in the map.
+func deliverAll(t *testing.T, nodes map[msg.NodeID]*Node, now time.Time, queue []Outgoing) (time.Time, []Outgoing) {
+	t.Helper()
+	var elsewhere []Outgoing
+	for steps := 0; len(queue) > 0; steps++ {
+		if steps > 1000 {
+			t.Fatal("the members never went quiet")
+		}
+		o := queue[0]
+		queue = queue[1:]
+		now = now.Add(time.Millisecond)
+		n, ok := nodes[o.To.ID]
+		if !ok {
+			elsewhere = append(elsewhere, o)
+			continue
+		}
+		queue = append(queue, n.Receive(now, o.Env).Msgs...)
+	}
+	return now, elsewhere
 }

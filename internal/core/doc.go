@@ -27,7 +27,8 @@
 //
 // Membership decisions (members.go) are part of the same pure node: the
 // failure detector's view is an input (Gossip), and Maintain returns in
-// Ready the removals proposed, the joins sent, the memberlist joins to make
+// Ready the removals proposed, the joins and leaves sent (each asked again
+// until an epoch answers it), the memberlist joins to make
 // and the gossip addresses to keep; a Join under a live member's node ID
 // with another store is refused before any machine sees it. A member that
 // comes back at another address is reached at the address the newest epoch

@@ -115,8 +115,12 @@ type members struct {
 	// leftAt + EpochLease + Skew, when their gates would pass anyway.
 	leftAt   time.Time
 	nextJoin time.Time
-	joinSeq  int
-	lastSeed msg.NodeID
+	// asked: Leave was called (Leaving alone, as Close's check does, sends
+	// nothing); nextLeave is when Maintain sends the Leave again.
+	asked     bool
+	nextLeave time.Time
+	joinSeq   int
+	lastSeed  msg.NodeID
 
 	initial       []msg.NodeID // bootstrap: waiting for these in gossip
 	bootstrapping bool
@@ -250,7 +254,7 @@ func (n *Node) StartBootstrap(initial []msg.NodeID) {
 // (a new node, or Join after Leave).
 func (n *Node) WantJoin() {
 	m := &n.mem
-	m.leaving, m.leftAt = false, time.Time{}
+	m.leaving, m.leftAt, m.asked = false, time.Time{}, false
 	m.wantJoin = true
 	m.nextJoin = time.Time{}
 }
@@ -323,11 +327,12 @@ func (n *Node) JoinDelay(now time.Time) time.Duration {
 }
 
 // Maintain runs the membership duties due at now: bootstrap once the initial
-// members are in gossip, join retries, failure detection, gossip rejoins.
-// The driver calls it every RetryInterval or so, after Gossip.
+// members are in gossip, join and leave retries, failure detection, gossip
+// rejoins. The driver calls it every RetryInterval or so, after Gossip.
 func (n *Node) Maintain(now time.Time) Ready {
 	n.maintainBootstrap(now)
 	n.retryJoin(now)
+	n.retryLeave(now)
 	n.detectDown(now)
 	n.gossipJoins(now)
 	n.saveGossip()
@@ -397,6 +402,37 @@ func (n *Node) retryJoin(now time.Time) {
 	// Every seed is a live gossip peer (or this node): Gossip, called
 	// before Maintain, already put its address in the book.
 	n.push(msg.Envelope{To: seed.ID, Body: msg.Join{Member: n.cfg.Self}})
+}
+
+// sendLeave asks every other member of the learned epoch to propose an
+// epoch without this node, and paces the next ask as joins are paced.
+func (n *Node) sendLeave(now time.Time) {
+	m := &n.mem
+	m.asked, m.nextLeave = true, now.Add(m.cfg.JoinEvery)
+	l, _, ok := n.ep.Current()
+	if !ok {
+		return
+	}
+	for _, mb := range l.Epoch.Members {
+		if mb.ID != n.cfg.Self.ID {
+			n.push(msg.Envelope{To: mb.ID, Body: msg.Leave{Member: n.cfg.Self}})
+		}
+	}
+}
+
+// retryLeave asks again, every JoinEvery, until an epoch without this node
+// is learned. A Leave can be lost, or dropped by a member as stale (sent in
+// an epoch older than the one it learned, epoch.staleLeave): the member then
+// sends its epoch, and the next ask carries it. A node alone in its epoch
+// has nobody to ask (the root refuses that Leave).
+func (n *Node) retryLeave(now time.Time) {
+	m := &n.mem
+	if !m.leaving || !m.asked || !m.leftAt.IsZero() || now.Before(m.nextLeave) {
+		return
+	}
+	if l, _, ok := n.ep.Current(); ok && l.Epoch.Number >= 1 && l.Epoch.Has(n.cfg.Self) {
+		n.sendLeave(now)
+	}
 }
 
 // selfStale reports whether this node is a member of its learned epoch (node

@@ -292,3 +292,67 @@ func TestHandOffBlocker(t *testing.T) {
 func hasKind(rd Ready, k msg.Kind) bool {
 	return slices.ContainsFunc(rd.Msgs, func(o Outgoing) bool { return o.Env.Body.Kind() == k })
 }
+
+// leavesIn lists the members n's Ready asks to leave.
+func leavesIn(rd Ready) []msg.NodeID {
+	var to []msg.NodeID
+	for _, o := range rd.Msgs {
+		if o.Env.Body.Kind() == msg.KindLeave {
+			to = append(to, o.To.ID)
+		}
+	}
+	slices.Sort(to)
+	return to
+}
+
+// A Leave that is lost is asked again by Maintain, paced as joins are,
+// until an epoch without the leaver is learned; then never again. The root
+// package used to resend it from its own ticker, which the simulator did
+// not run.
+func TestLeaveAskedAgainUntilLearned(t *testing.T) {
+	n1 := memberNode(m1, time.Time{}, m1, m2, m3)
+	n2 := memberNode(m2, time.Time{}, m1, m2, m3)
+	n3 := memberNode(m3, time.Time{}, m1, m2, m3)
+	nodes := map[msg.NodeID]*Node{"n1": n1, "n2": n2, "n3": n3}
+	view := []GossipPeer{self(m1), peer(m2, PeerAlive), peer(m3, PeerAlive)}
+
+	if got := leavesIn(n1.Leave(hBase)); !slices.Equal(got, []msg.NodeID{"n2", "n3"}) {
+		t.Fatalf("Leave asked %v, want n2 and n3", got) // and both are lost
+	}
+	maintain := func(now time.Time) Ready {
+		n1.Gossip(now, view)
+		return n1.Maintain(now)
+	}
+	if got := leavesIn(maintain(hBase.Add(mJoinEvery / 2))); len(got) > 0 {
+		t.Fatalf("asked %v again before JoinEvery", got)
+	}
+	rd := maintain(hBase.Add(mJoinEvery))
+	if got := leavesIn(rd); !slices.Equal(got, []msg.NodeID{"n2", "n3"}) {
+		t.Fatalf("after JoinEvery asked %v, want n2 and n3", got)
+	}
+	now, _ := deliverAll(t, nodes, hBase.Add(mJoinEvery), rd.Msgs)
+	if l, ok := n1.Current(); !ok || l.Epoch.Has(m1) || n1.LeftAt().IsZero() {
+		t.Fatalf("n1 learned epoch %d (%v) and left at %v: the second ask did not land", l.Epoch.Number, l.Epoch.Members, n1.LeftAt())
+	}
+	for d := mJoinEvery; d <= 5*mJoinEvery; d += mJoinEvery / 2 {
+		if got := leavesIn(maintain(now.Add(d))); len(got) > 0 {
+			t.Fatalf("asked %v again after leaving", got)
+		}
+	}
+
+	// WantJoin takes the Leave back: nothing more is asked.
+	n := memberNode(m1, time.Time{}, m1, m2, m3)
+	n.Leave(hBase)
+	n.WantJoin()
+	n.Gossip(hBase.Add(mJoinEvery), view)
+	if got := leavesIn(n.Maintain(hBase.Add(mJoinEvery))); len(got) > 0 {
+		t.Fatalf("asked %v to leave after WantJoin", got)
+	}
+	// Leaving alone (Close's check before its handoff) asks nothing.
+	n = memberNode(m1, time.Time{}, m1, m2, m3)
+	n.Leaving()
+	n.Gossip(hBase.Add(mJoinEvery), view)
+	if got := leavesIn(n.Maintain(hBase.Add(mJoinEvery))); len(got) > 0 {
+		t.Fatalf("Leaving alone asked %v to leave", got)
+	}
+}

@@ -177,16 +177,11 @@ func (n *Node) Join(now time.Time, seed msg.Member) Ready {
 }
 
 // Leave asks the members to propose an epoch without this node (and stops
-// this node asking to join).
+// this node asking to join). Maintain asks again until such an epoch is
+// learned, or WantJoin takes the Leave back.
 func (n *Node) Leave(now time.Time) Ready {
 	n.Leaving()
-	if l, _, ok := n.ep.Current(); ok {
-		for _, m := range l.Epoch.Members {
-			if m.ID != n.cfg.Self.ID {
-				n.push(msg.Envelope{To: m.ID, Body: msg.Leave{Member: n.cfg.Self}})
-			}
-		}
-	}
+	n.sendLeave(now)
 	return n.flush(now)
 }
 
