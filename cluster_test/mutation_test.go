@@ -65,7 +65,8 @@ var mutations = map[string]mutationEntry{
 	"Holder.LeaseNoDrift":         {broken: []string{lockcheck.InvHolderLease, lockcheck.InvHolderFirst, lockcheck.InvDelegExclusion}, seeds: 20},
 	"Holder.RenewAnchorAtReceipt": {broken: []string{lockcheck.InvHolderLease, lockcheck.InvHolderFirst, lockcheck.InvDelegExclusion}, seeds: 20},
 	"Epoch.LivenessNoDrift":       {broken: []string{lockcheck.InvLiveness, invEpochLive}, seeds: 20},
-	"Epoch.AcceptStaleLeave":      {broken: []string{invEpochsBounded}, seeds: 5, schedule: heldUpLeaveHealing},
+	"Epoch.AcceptStaleLeave":      {broken: []string{invEpochsBounded}, seeds: 5, schedule: withHealing(heldUpLeave)},
+	"Epoch.AcceptStaleJoin":       {broken: []string{invEpochsBounded}, seeds: 5, schedule: withHealing(heldUpJoin)},
 	"Epoch.LivenessAtAnswer":      {broken: []string{lockcheck.InvLiveness}, seeds: 20},
 	// Recall and release handling.
 	"Home.ReleaseAnyToken":      {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, invExclusion}, seeds: 20},
@@ -162,10 +163,12 @@ func TestMutationsAreCaught(t *testing.T) {
 	}
 }
 
-// heldUpLeaveHealing is the held-up Leave's schedule with its healing
-// checks on: M2 is what a stale Leave breaks.
-func heldUpLeaveHealing(seed uint64) SimConfig {
-	cfg := fixedSchedule(seed, heldUpLeave)
-	cfg.HealingUnderMutation = true
-	return cfg
+// withHealing is script's fixed schedule with its healing checks on: M2 is
+// what a stale Leave or Join breaks.
+func withHealing(script func(*Sim)) func(seed uint64) SimConfig {
+	return func(seed uint64) SimConfig {
+		cfg := fixedSchedule(seed, script)
+		cfg.HealingUnderMutation = true
+		return cfg
+	}
 }

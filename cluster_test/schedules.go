@@ -349,3 +349,64 @@ func heldUpLeave(s *Sim) {
 	}
 	s.After(at+time.Second, back)
 }
+
+// heldUpJoin: n2 leaves cleanly and asks to join again 700ms later; its
+// first Join is held up in the network. n2 joins through another member
+// all the same, then leaves for good (its process ends, as after Close),
+// and only then does the held-up Join arrive. It predates n2's last
+// membership and must add nobody: honoured, it adds back a node that is
+// gone, whose removal then costs two more epochs (M2) and leaves its keys
+// waiting for down detection.
+func heldUpJoin(s *Sim) {
+	var kept *msg.Envelope
+	var keptTo msg.NodeID
+	s.cfg.Filter = func(from, to msg.NodeID, env msg.Envelope) bool {
+		if _, ok := env.Body.(msg.Join); ok && from == "n2" && kept == nil {
+			c := env
+			kept, keptTo = &c, to
+			return false
+		}
+		return true
+	}
+	at := simEpochLease + simSkew + 300*time.Millisecond
+	var before uint64
+	s.After(at, func() {
+		before = s.Node("n1").disk.Learned().Epoch.Number
+		s.leaveThenJoin(s.Node("n2"), 700*time.Millisecond)
+	})
+	// learnedBy: the member the Join was held from has learned epoch
+	// before+k and in says whether n2 is in it.
+	learnedBy := func(k uint64, in bool) bool {
+		if kept == nil {
+			return false
+		}
+		m := s.Node(string(keptTo))
+		l := m.disk.Learned()
+		return m.core != nil && l != nil && l.Epoch.Number >= before+k && l.Epoch.Has(s.Node("n2").member) == in
+	}
+	var leaveAgain, deliver func()
+	leaveAgain = func() {
+		if !learnedBy(2, true) {
+			s.After(5*time.Millisecond, leaveAgain)
+			return
+		}
+		s.trace("n2 leaves for good")
+		n2 := s.Node("n2")
+		s.budget(1)
+		n2.apply(s, n2.core.Leave(n2.local(s.now)))
+		s.After(5*time.Millisecond, deliver)
+	}
+	deliver = func() {
+		if !learnedBy(3, false) {
+			s.After(5*time.Millisecond, deliver)
+			return
+		}
+		s.Node("n2").gone = true // its process ended, as Close's does
+		s.Crash("n2")
+		s.faultsOver()
+		m := s.Node(string(keptTo))
+		s.trace("deliver the held-up Join of n2 to %s", keptTo)
+		s.at(s.now, &event{kind: evDeliver, node: m.idx, env: *kept, gen: m.gen})
+	}
+	s.After(at+time.Second, leaveAgain)
+}

@@ -153,18 +153,28 @@ func TestHomeLeavesUnderSection(t *testing.T) {
 	}
 }
 
-// TestHeldUpLeaveSchedule: a Leave held up in the network until its sender
-// has joined again removes nobody.
-func TestHeldUpLeaveSchedule(t *testing.T) {
-	for seed := uint64(1); seed <= 10; seed++ {
-		cfg := fixedSchedule(seed, heldUpLeave)
-		cfg.Trace = true
-		r := Run(cfg)
-		if r.Failed() {
-			t.Fatal(r.Report())
-		}
-		if !slices.ContainsFunc(r.Trace, func(l string) bool { return strings.HasSuffix(l, "deliver the held-up Leave of n2 to n3") }) {
-			t.Fatalf("seed %d: the held-up Leave was never delivered:\n%s", seed, r.Report())
+// TestHeldUpMembershipSchedules: a Leave held up in the network until its
+// sender has joined again removes nobody; a Join held up until its sender
+// has joined another way and left for good adds nobody back.
+func TestHeldUpMembershipSchedules(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		script func(*Sim)
+		line   string // the trace shows the held-up message delivered
+	}{
+		{"leave", heldUpLeave, "deliver the held-up Leave of n2 to n3"},
+		{"join", heldUpJoin, "deliver the held-up Join of n2 to "},
+	} {
+		for seed := uint64(1); seed <= 10; seed++ {
+			cfg := fixedSchedule(seed, tc.script)
+			cfg.Trace = true
+			r := Run(cfg)
+			if r.Failed() {
+				t.Fatalf("%s, seed %d: %s", tc.name, seed, r.Report())
+			}
+			if !slices.ContainsFunc(r.Trace, func(l string) bool { return strings.Contains(l, tc.line) }) {
+				t.Fatalf("%s, seed %d: the held-up message was never delivered:\n%s", tc.name, seed, r.Report())
+			}
 		}
 	}
 }

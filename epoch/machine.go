@@ -353,7 +353,7 @@ func (m *Machine) handle(now time.Time, env msg.Envelope) {
 // epoch without itself, so a Join it means now names the learned epoch; a
 // Join held up in the network must not add back a node that left.
 func (m *Machine) staleJoin(sentIn uint64, who msg.Member) bool {
-	if m.learned == nil || sentIn >= m.learned.Epoch.Number || m.cfg.Mutations.acceptStaleLeave() {
+	if m.learned == nil || sentIn >= m.learned.Epoch.Number || m.cfg.Mutations.acceptStaleJoin() {
 		return false
 	}
 	prev := m.learned.Cert.Prev // epoch learned-1 (verifyCert)

@@ -14,3 +14,4 @@ func (*Mutations) adoptFirstValue() bool       { return false }
 func (*Mutations) acceptBelowPromise() bool    { return false }
 func (*Mutations) countDuplicateAccepts() bool { return false }
 func (*Mutations) acceptStaleLeave() bool      { return false }
+func (*Mutations) acceptStaleJoin() bool       { return false }

@@ -23,9 +23,12 @@ type Mutations struct {
 	// CountDuplicateAccepts counts every Accepted reply towards the
 	// certificate, duplicates of one acceptor included.
 	CountDuplicateAccepts bool
-	// AcceptStaleLeave makes a member act on a Leave and a Join that may
-	// predate their sender's last change of membership.
+	// AcceptStaleLeave makes a member act on a Leave that may predate its
+	// sender's joining again.
 	AcceptStaleLeave bool
+	// AcceptStaleJoin makes a member act on a Join that predates its
+	// sender's last membership.
+	AcceptStaleJoin bool
 }
 
 func (m *Mutations) livenessNoDrift() bool       { return m.LivenessNoDrift }
@@ -34,3 +37,4 @@ func (m *Mutations) adoptFirstValue() bool       { return m.AdoptFirstValue }
 func (m *Mutations) acceptBelowPromise() bool    { return m.AcceptBelowPromise }
 func (m *Mutations) countDuplicateAccepts() bool { return m.CountDuplicateAccepts }
 func (m *Mutations) acceptStaleLeave() bool      { return m.AcceptStaleLeave }
+func (m *Mutations) acceptStaleJoin() bool       { return m.AcceptStaleJoin }
