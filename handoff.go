@@ -20,10 +20,11 @@ var errLastMember = errors.New("this node is the only member")
 // handOff asks the members to agree an epoch without this node (the core
 // asks again until it learns one), waits until it is learned, then until
 // this node neither grants nor holds any delegation. what prefixes its
-// errors ("leave"). stop, if set, is asked before the request to leave and
-// then every ten retry intervals while this node is still a member: a
-// non-empty answer ends the handoff with that reason (errHandOffStopped).
-func (n *Node) handOff(ctx context.Context, what string, stop func() string) error {
+// errors ("leave"). guarded (Close's handoff): handOffBlocker is asked
+// before the request to leave and then every ten retry intervals while this
+// node is still a member, and a reason ends the handoff (errHandOffStopped);
+// the core sends no ask while there is one.
+func (n *Node) handOff(ctx context.Context, what string, guarded bool) error {
 	n.lockAll()
 	if n.usable() {
 		n.core.Leaving()
@@ -35,8 +36,8 @@ func (n *Node) handOff(ctx context.Context, what string, stop func() string) err
 	asked := false
 	for {
 		why := ""
-		if stop != nil {
-			why = stop()
+		if guarded {
+			why = n.handOffBlocker()
 		}
 		n.lockAll()
 		if !n.usable() {
@@ -58,7 +59,7 @@ func (n *Node) handOff(ctx context.Context, what string, stop func() string) err
 		}
 		if !asked {
 			now := n.clock.Now()
-			n.apply(now, n.core.Leave(now))
+			n.apply(now, n.core.Leave(now, guarded))
 			asked = true
 		}
 		ch := n.epochCh
@@ -109,7 +110,7 @@ func (n *Node) closeHandOff(ctx context.Context) error {
 			return nil
 		}
 		begin := n.clock.Now()
-		err := n.handOff(ctx, what, n.handOffBlocker)
+		err := n.handOff(ctx, what, true)
 		switch {
 		case errors.Is(err, errLastMember), errors.Is(err, errHandOffStopped):
 			n.log.Info("close: not handing home keys off", "why", err)

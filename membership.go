@@ -227,5 +227,5 @@ func (n *Node) Leave(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return n.handOff(ctx, "leave", nil)
+	return n.handOff(ctx, "leave", false)
 }

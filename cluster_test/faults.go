@@ -214,7 +214,7 @@ func (s *Sim) homeUnderSection() *simNode {
 func (s *Sim) leaveThenJoin(n *simNode, d time.Duration) {
 	s.budget(2)
 	s.trace("leave %s", n.id)
-	n.apply(s, n.core.Leave(n.local(s.now)))
+	n.apply(s, n.core.Leave(n.local(s.now), false))
 	gen := n.gen
 	var again func()
 	again = func() {

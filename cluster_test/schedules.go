@@ -393,7 +393,7 @@ func heldUpJoin(s *Sim) {
 		s.trace("n2 leaves for good")
 		n2 := s.Node("n2")
 		s.budget(1)
-		n2.apply(s, n2.core.Leave(n2.local(s.now)))
+		n2.apply(s, n2.core.Leave(n2.local(s.now), false))
 		s.After(5*time.Millisecond, deliver)
 	}
 	deliver = func() {

@@ -116,11 +116,12 @@ type members struct {
 	leftAt   time.Time
 	nextJoin time.Time
 	// asked: Leave was called (Leaving alone, as Close's check does, sends
-	// nothing); nextLeave is when Maintain sends the Leave again.
-	asked     bool
-	nextLeave time.Time
-	joinSeq   int
-	lastSeed  msg.NodeID
+	// nothing); nextLeave is when Maintain sends the Leave again; guarded:
+	// Close's Leave, which asks nothing while HandOffBlocker has a reason.
+	asked, guarded bool
+	nextLeave      time.Time
+	joinSeq        int
+	lastSeed       msg.NodeID
 
 	initial       []msg.NodeID // bootstrap: waiting for these in gossip
 	bootstrapping bool
@@ -254,7 +255,7 @@ func (n *Node) StartBootstrap(initial []msg.NodeID) {
 // (a new node, or Join after Leave).
 func (n *Node) WantJoin() {
 	m := &n.mem
-	m.leaving, m.leftAt, m.asked = false, time.Time{}, false
+	m.leaving, m.leftAt, m.asked, m.guarded = false, time.Time{}, false, false
 	m.wantJoin = true
 	m.nextJoin = time.Time{}
 }
@@ -405,12 +406,15 @@ func (n *Node) retryJoin(now time.Time) {
 }
 
 // sendLeave asks every other member of the learned epoch to propose an
-// epoch without this node, and paces the next ask as joins are paced.
+// epoch without this node, and paces the next ask as joins are paced. A
+// guarded Leave (Close's) asks nothing while a member does not look alive:
+// the ask could be what leaves an epoch without a live majority
+// (HandOffBlocker), whichever ask it is.
 func (n *Node) sendLeave(now time.Time) {
 	m := &n.mem
 	m.asked, m.nextLeave = true, now.Add(m.cfg.JoinEvery)
 	l, _, ok := n.ep.Current()
-	if !ok {
+	if !ok || m.guarded && n.HandOffBlocker() != "" {
 		return
 	}
 	for _, mb := range l.Epoch.Members {

@@ -316,7 +316,7 @@ func TestLeaveAskedAgainUntilLearned(t *testing.T) {
 	nodes := map[msg.NodeID]*Node{"n1": n1, "n2": n2, "n3": n3}
 	view := []GossipPeer{self(m1), peer(m2, PeerAlive), peer(m3, PeerAlive)}
 
-	if got := leavesIn(n1.Leave(hBase)); !slices.Equal(got, []msg.NodeID{"n2", "n3"}) {
+	if got := leavesIn(n1.Leave(hBase, false)); !slices.Equal(got, []msg.NodeID{"n2", "n3"}) {
 		t.Fatalf("Leave asked %v, want n2 and n3", got) // and both are lost
 	}
 	maintain := func(now time.Time) Ready {
@@ -342,7 +342,7 @@ func TestLeaveAskedAgainUntilLearned(t *testing.T) {
 
 	// WantJoin takes the Leave back: nothing more is asked.
 	n := memberNode(m1, time.Time{}, m1, m2, m3)
-	n.Leave(hBase)
+	n.Leave(hBase, false)
 	n.WantJoin()
 	n.Gossip(hBase.Add(mJoinEvery), view)
 	if got := leavesIn(n.Maintain(hBase.Add(mJoinEvery))); len(got) > 0 {
@@ -354,5 +354,42 @@ func TestLeaveAskedAgainUntilLearned(t *testing.T) {
 	n.Gossip(hBase.Add(mJoinEvery), view)
 	if got := leavesIn(n.Maintain(hBase.Add(mJoinEvery))); len(got) > 0 {
 		t.Fatalf("Leaving alone asked %v to leave", got)
+	}
+}
+
+// Close's Leave (guarded) asks nothing, first or again, while a member does
+// not look alive: the ask could leave an epoch whose majority is not alive.
+// A Leave the user called asks regardless, as it did.
+func TestGuardedLeave(t *testing.T) {
+	alive := []GossipPeer{self(m1), peer(m2, PeerAlive), peer(m3, PeerAlive)}
+	n3Dead := []GossipPeer{self(m1), peer(m2, PeerAlive), peer(m3, PeerDead)}
+	for _, tc := range []struct {
+		name    string
+		guarded bool
+		// views at the Leave, and at each Maintain one JoinEvery apart
+		views [][]GossipPeer
+		want  []int // Leaves sent at the Leave and at each Maintain
+	}{
+		{"all alive", true, [][]GossipPeer{alive, alive, alive}, []int{2, 2, 2}},
+		{"down before the first ask", true, [][]GossipPeer{n3Dead, n3Dead, alive}, []int{0, 0, 2}},
+		{"down before an ask again", true, [][]GossipPeer{alive, n3Dead, alive}, []int{2, 0, 2}},
+		{"the user's Leave", false, [][]GossipPeer{n3Dead, n3Dead, alive}, []int{2, 2, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := memberNode(m1, time.Time{}, m1, m2, m3)
+			var got []int
+			for i, v := range tc.views {
+				now := hBase.Add(time.Duration(i) * mJoinEvery)
+				n.Gossip(now, v)
+				if i == 0 {
+					got = append(got, len(leavesIn(n.Leave(now, tc.guarded))))
+					continue
+				}
+				got = append(got, len(leavesIn(n.Maintain(now))))
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("Leaves sent %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

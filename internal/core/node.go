@@ -178,9 +178,11 @@ func (n *Node) Join(now time.Time, seed msg.Member) Ready {
 
 // Leave asks the members to propose an epoch without this node (and stops
 // this node asking to join). Maintain asks again until such an epoch is
-// learned, or WantJoin takes the Leave back.
-func (n *Node) Leave(now time.Time) Ready {
+// learned, or WantJoin takes the Leave back. guarded (Close's handoff): no
+// ask goes out while HandOffBlocker has a reason.
+func (n *Node) Leave(now time.Time, guarded bool) Ready {
 	n.Leaving()
+	n.mem.guarded = guarded
 	n.sendLeave(now)
 	return n.flush(now)
 }
