@@ -187,7 +187,11 @@ func (gs *guardStore) crash(last bool) {
 	for key, h := range gs.highest {
 		gs.crashedAt[key] = h
 	}
-	clone := gs.fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: gs.rng.IntN(60), RNG: gs.rng})
+	// CrashClone draws once per unsynced block and directory entry, and
+	// how many there are depends on when Pebble's own goroutines flushed:
+	// it gets a stream of its own, so that gs.rng's later draws (and with
+	// them the seed's replay) do not.
+	clone := gs.fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: gs.rng.IntN(60), RNG: newRand(gs.rng.Uint64())})
 	gs.close()
 	gs.fs = clone
 	gs.open()
