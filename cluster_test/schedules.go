@@ -390,10 +390,10 @@ func heldUpJoin(s *Sim) {
 			s.After(5*time.Millisecond, leaveAgain)
 			return
 		}
-		s.trace("n2 leaves for good")
+		s.trace("n2 closes")
 		n2 := s.Node("n2")
 		s.budget(1)
-		n2.apply(s, n2.core.Leave(n2.local(s.now), false))
+		n2.apply(s, n2.core.Leave(n2.local(s.now), true)) // Close's leave: guarded
 		s.After(5*time.Millisecond, deliver)
 	}
 	deliver = func() {
