@@ -394,22 +394,14 @@ func (n *Node) tick() time.Duration {
 	return sleep
 }
 
-// checkJump compares wall-clock progress with the lease clock's since the
-// last tick: if wall time ran ahead by more than Skew, the lease clock
-// cannot be trusted to have expired what it should (a suspend it missed,
-// H9), so the node drops the delegations it holds and its liveness. The
-// two clocks cannot be read at one instant, so the readings bracket the
-// lease clock's: the wall before this lease reading, against the wall after
-// the last one. Measured wall progress then never exceeds the true one, and
-// a goroutine descheduled between reads (a loaded machine) cannot pass for
-// a jump; a real jump above Skew still shows.
+// checkJump reads the wall clock on both sides of now, the lease clock's
+// reading, and lets the core judge whether wall time ran ahead of it (H9,
+// core.ObserveClocks).
 func (n *Node) checkJump(wallBefore, now time.Time) {
-	defer func() { n.lastWall, n.lastBoot = n.clock.Wall(), now }()
-	if !n.lastWall.IsZero() {
-		if ahead := wallBefore.Sub(n.lastWall) - now.Sub(n.lastBoot); ahead > n.cfg.Skew {
-			n.clockJumps.Add(1)
-			n.log.Warn("wall clock jumped ahead of the lease clock; dropping held delegations", "ahead", ahead)
-			n.apply(now, n.core.ClockJump(now))
-		}
+	r, ahead := n.core.ObserveClocks(wallBefore, now, n.clock.Wall())
+	if ahead > 0 {
+		n.clockJumps.Add(1)
+		n.log.Warn("wall clock jumped ahead of the lease clock; dropping held delegations", "ahead", ahead)
+		n.apply(now, r)
 	}
 }

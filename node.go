@@ -70,8 +70,6 @@ type Node struct {
 	// lockable caches core.Node.Lockable for Lock's path (recomputed on
 	// every epoch and membership scan); its reason is asked when false.
 	lockable bool
-	lastWall time.Time
-	lastBoot time.Time
 	member   memberState
 
 	// in is what the transport received and no step has taken yet
@@ -219,7 +217,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		n.core.WantJoin()
 		waitFor = "join"
 	}
-	n.lastBoot, n.lastWall = now, n.clock.Wall()
+	n.core.ObserveClocks(time.Time{}, now, n.clock.Wall()) // the first reading: nothing to compare yet
 	n.noteEpoch()
 	n.apply(now, n.core.Tick(now))
 	n.unlockAll()

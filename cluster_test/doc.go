@@ -58,7 +58,7 @@
 // joins, leaves, upgrades, proposal duels, restarts at another address with
 // seeds given by name), harsh.go aims at single
 // rules: clock rates exactly at the drift bound, suspends the lease clock
-// misses (ClockJump on resume) and suspends it counts (messages before the
+// misses (the core judges the jump on resume) and suspends it counts (messages before the
 // first tick), delays of seconds, old messages across restarts in both
 // directions, epoch changes in quick succession over the gates, a cut-off
 // minority busy on its own keys until its liveness ends, and acquires

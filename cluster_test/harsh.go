@@ -17,8 +17,8 @@ import (
 //     exactly the configured bound (1/(1−MaxDrift)), fast and slow nodes
 //     both, instead of a random rate within it;
 //   - clock_jump: a suspend the lease clock misses (it stops, wall time
-//     does not); on resume the driver sees wall time ahead by more than
-//     Skew and calls ClockJump before anything else runs;
+//     does not); on resume the driver reads its clocks before anything
+//     else runs, and the core finds wall time ahead by more than Skew;
 //   - suspend: a suspend the lease clock counts; on resume the messages
 //     that waited are handled before the first timer tick;
 //   - delay_seconds: one message in eight held for up to seconds;
@@ -290,8 +290,9 @@ func (s *Sim) harshFault(k int, upTo func(time.Duration) time.Duration) {
 }
 
 // stallSuspend suspends n for d with its lease clock stopped; on resume
-// the driver finds wall time ahead by d (more than Skew) and calls
-// ClockJump before anything else runs.
+// the driver reads its clocks before anything else runs, and the core
+// judges the jump (core.ObserveClocks): wall time ahead by d, more than
+// Skew, less what the lease clock's drift made up since the last reading.
 func (s *Sim) stallSuspend(n *simNode, d time.Duration) {
 	if n.core == nil || n.paused {
 		return
@@ -306,9 +307,7 @@ func (s *Sim) stallSuspend(n *simNode, d time.Duration) {
 			return // crashed meanwhile: a machine that ran
 		}
 		n.stalls = append(n.stalls, clockStall{from: from, to: s.now})
-		s.trace("clock jump %s", n.id)
-		s.indep.ClockJumped(n)
-		n.apply(s, n.core.ClockJump(n.local(s.now)))
+		n.observeClocks(s)
 		s.resume(n)
 	})
 }
@@ -393,7 +392,7 @@ func (s *Sim) resumeMessagesFirst(n *simNode) {
 		}
 	}
 	if n.core != nil && !n.paused {
-		n.apply(s, n.core.Tick(n.local(s.now)))
+		n.tick(s)
 	}
 }
 

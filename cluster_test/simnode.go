@@ -173,7 +173,30 @@ func (n *simNode) start(s *Sim, initial []msg.NodeID) {
 	case st.Learned == nil:
 		n.core.WantJoin()
 	}
+	n.core.ObserveClocks(time.Time{}, now, s.now) // the first reading, as Open takes it
 	n.apply(s, n.core.Tick(now))
+}
+
+// tick is the driver's timer step: the clocks read (a jump taken first),
+// then the machines ticked. The wall clock is true time: only the lease
+// clock drifts, and only it stands still in a suspend it misses.
+func (n *simNode) tick(s *Sim) {
+	n.observeClocks(s)
+	if n.core != nil {
+		n.apply(s, n.core.Tick(n.local(s.now)))
+	}
+}
+
+// observeClocks reads the lease clock between two readings of the wall
+// clock, as the driver does on every timer step, and lets the core judge a
+// jump (core.ObserveClocks).
+func (n *simNode) observeClocks(s *Sim) {
+	r, ahead := n.core.ObserveClocks(s.now, n.local(s.now), s.now)
+	if ahead > 0 {
+		s.trace("clock jump %s", n.id)
+		s.indep.ClockJumped(n)
+		n.apply(s, r)
+	}
 }
 
 func learnedNumber(l *epoch.Learned) any {
@@ -293,7 +316,7 @@ func (s *Sim) resume(n *simNode) {
 		}
 	}
 	if n.core != nil {
-		n.apply(s, n.core.Tick(n.local(s.now)))
+		n.tick(s)
 	}
 }
 

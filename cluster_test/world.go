@@ -248,7 +248,7 @@ func (s *Sim) dispatch(e *event) (kept bool) {
 			return
 		}
 		n.tickSeq = 0
-		n.apply(s, n.core.Tick(n.local(s.now)))
+		n.tick(s)
 	case evLock:
 		s.lockStart(n, e)
 	case evCSWrite:

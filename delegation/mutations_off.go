@@ -27,3 +27,7 @@ func (*Mutations) ignoreRenewRefusal() bool   { return false }
 func (*Mutations) renewAnchorAtReceipt() bool { return false }
 func (*Mutations) skipSettle() bool           { return false }
 func (*Mutations) keepAnchorsOnJump() bool    { return false }
+
+// MissesClockJump is false: the driver takes every wall-clock jump above
+// Skew for one.
+func (*Mutations) MissesClockJump() bool { return false }

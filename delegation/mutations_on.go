@@ -40,6 +40,10 @@ type Mutations struct {
 	// a clock jump, so a Grant answering one sent before the jump anchors
 	// at a reading the jump made meaningless (H9).
 	KeepAnchorsOnJump bool
+	// MissClockJump makes the driver (core) take no wall-clock jump for one:
+	// a node whose lease clock stood still keeps the delegations it held and
+	// admits under them as though no time had passed (H9).
+	MissClockJump bool
 	// IgnoreRecall ignores a Recall that arrives while a critical section
 	// runs: the holder keeps admitting its queued lockers.
 	IgnoreRecall bool
@@ -80,3 +84,6 @@ func (m *Mutations) ignoreRenewRefusal() bool   { return m.IgnoreRenewRefusal }
 func (m *Mutations) renewAnchorAtReceipt() bool { return m.RenewAnchorAtReceipt }
 func (m *Mutations) skipSettle() bool           { return m.SkipSettle }
 func (m *Mutations) keepAnchorsOnJump() bool    { return m.KeepAnchorsOnJump }
+
+// MissesClockJump reports MissClockJump to the driver.
+func (m *Mutations) MissesClockJump() bool { return m.MissClockJump }

@@ -25,8 +25,9 @@
 //		if out.NewEpoch { /* hand m.Current() to home and delegation */ }
 //	}
 //
-// A home grants under the current epoch only while now < m.LiveUntil(). On
-// ClockJump the driver calls m.ClockJump(), which drops liveness at once.
+// A home grants under the current epoch only while now < m.LiveUntil(). When
+// the core finds the wall clock ahead of the lease clock (a jump, H9), it
+// calls m.ClockJump(), which drops liveness at once.
 //
 // # Durability contract
 //

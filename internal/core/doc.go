@@ -20,7 +20,7 @@
 //	store.Commit(rd.Acceptor, rd.Learned, rd.GatePassed) // synced, first
 //	for _, m := range rd.Msgs { transport.Send(m.To, m.Env) }
 //	for _, e := range rd.Events { deliver to lockers, run store hooks }
-//	sleep until n.NextDeadline(), then n.Tick(now)
+//	sleep until n.NextDeadline(), then n.ObserveClocks(wall, now, wall) and n.Tick(now)
 //
 // Messages a node addresses to itself (it is home for a key it locks) are
 // delivered inside the same step: zero network messages.
@@ -34,6 +34,11 @@
 // comes back at another address is reached at the address the newest epoch
 // (or, asked to let it in, gossip) gives, and proposes its own new entry
 // when no other member is alive to (H23).
+//
+// The wall-clock jump rule (H9) is the core's too: on every timer step the
+// driver reads the wall clock on both sides of the lease clock, and
+// ObserveClocks decides whether wall time ran ahead by more than Skew, so
+// the simulator's suspends are judged by the code production runs.
 //
 // Hn names a hazard schedule, the reason for a rule: docs/design.md lists
 // H1–H24 with the rule for each.

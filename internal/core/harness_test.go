@@ -226,7 +226,29 @@ func (h *harness) start(n *hnode, keepInc bool) {
 	n.paused, n.stall, n.hooks = false, false, nil
 	n.gen++
 	n.core = New(h.config(n), n.local(h.now), st, marker)
+	n.core.ObserveClocks(time.Time{}, n.local(h.now), h.now) // the first reading, as Open takes it
 	h.printf("%s: start inc=%d (synced) epoch=%s marker=%v", n.id, n.disk.Inc, learnedName(st.Learned), marker)
+}
+
+// tick is the driver's timer step: the clocks read (a jump taken first),
+// then the machines ticked. The wall clock is true time.
+func (h *harness) tick(n *hnode) {
+	h.observeClocks(n)
+	if n.core != nil {
+		h.apply(n, n.core.Tick(n.local(h.now)))
+	}
+}
+
+// observeClocks reads n's lease clock between two readings of the wall
+// clock, as the driver does on every timer step, and lets the core judge a
+// jump (ObserveClocks).
+func (h *harness) observeClocks(n *hnode) {
+	r, ahead := n.core.ObserveClocks(h.now, n.local(h.now), h.now)
+	if ahead > 0 {
+		h.printf("%s: clock jump, wall time %v ahead", n.id, ahead)
+		h.indep.ClockJumped(n)
+		h.apply(n, r)
+	}
 }
 
 func learnedName(l *epoch.Learned) string {
@@ -555,7 +577,7 @@ func (h *harness) tickShown(n *hnode) {
 	h.out.Reset()
 	sent := h.sent
 	h.depth++
-	h.apply(n, n.core.Tick(n.local(h.now)))
+	h.tick(n)
 	h.depth--
 	body := h.out.String()
 	h.out.Reset()

@@ -95,6 +95,9 @@ type Node struct {
 	nudged map[msg.NodeID]time.Time
 	// curNumber and curDigest cache the learned epoch's header values.
 	curNumber, curDigest uint64
+	// lastWall and lastLease are ObserveClocks's last readings: the wall
+	// clock's after the lease clock's.
+	lastWall, lastLease time.Time
 
 	mem members
 
@@ -249,14 +252,34 @@ func (n *Node) NextDeadline() time.Time {
 	return d
 }
 
-// ClockJump: wall time outran the boot-time clock by more than Skew. The
-// node drops the delegations it holds and its liveness at once (H9); its home
-// table and gates stay, since a stalled clock only makes them longer.
-func (n *Node) ClockJump(now time.Time) Ready {
+// ObserveClocks takes one reading of the lease clock (now) between two of
+// the wall clock, and compares wall-clock progress with the lease clock's
+// since the last call. Wall time ahead by more than Skew means the lease
+// clock missed time (a suspend it did not count, H9): the node drops the
+// delegations it holds and its liveness at once; its home table and gates
+// stay, since a stalled clock only makes them longer. ahead is how far wall
+// time ran ahead when that happened, zero otherwise.
+//
+// The two clocks cannot be read at one instant, so the readings bracket the
+// lease clock's: the wall before this lease reading, against the wall after
+// the last one. Measured wall progress then never exceeds the true one, so
+// a driver descheduled between reads (a loaded machine) cannot pass for a
+// jump; a real jump above Skew still shows. The driver calls it on every
+// timer step, as often as it ticks when nothing else is due.
+func (n *Node) ObserveClocks(wallBefore, now, wallAfter time.Time) (r Ready, ahead time.Duration) {
+	lastWall, lastLease := n.lastWall, n.lastLease
+	n.lastWall, n.lastLease = wallAfter, now
+	if lastWall.IsZero() {
+		return Ready{}, 0
+	}
+	ahead = wallBefore.Sub(lastWall) - now.Sub(lastLease)
+	if ahead <= n.cfg.Home.Skew || n.cfg.Holder.Mutations.MissesClockJump() {
+		return Ready{}, 0
+	}
 	n.ep.ClockJump()
 	n.home.SetLiveness(now, time.Time{})
 	n.holder.ClockJump(now)
-	return n.flush(now)
+	return n.flush(now), ahead
 }
 
 // TryAdmitAt is the zero-message fast path (delegation.Machine.TryAdmitAt)
