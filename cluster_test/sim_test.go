@@ -153,6 +153,10 @@ func TestSimSlowHooks(t *testing.T) {
 		{888, 1200 * time.Millisecond, 0, 0},
 		{737, 800 * time.Millisecond, 2500 * time.Millisecond, 0},
 		{176, 1200 * time.Millisecond, 0, time.Minute},
+		// Hooks that hold an admission past half the lease but not to its
+		// end: the renewal goes out with the admission, in its step (L7).
+		{1, 500 * time.Millisecond, 0, 40 * time.Second},
+		{5, 800 * time.Millisecond, 0, 0},
 	}
 	for seed := uint64(1); seed <= 40; seed++ {
 		runs = append(runs, run{seed, 1200 * time.Millisecond, 0, 0})

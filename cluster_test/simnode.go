@@ -235,6 +235,7 @@ func (n *simNode) apply(s *Sim, rd core.Ready) {
 	for _, e := range rd.Events {
 		s.onEvent(n, e)
 	}
+	s.check.settleRenews(n)
 	n.armTick(s)
 	if len(rd.Acceptor) > 0 && s.now.Before(s.healedAt) && s.cfg.Script == nil && s.rng.IntN(8) == 0 {
 		// Crash right after a promise or acceptance left: what it wrote
