@@ -157,6 +157,10 @@ func TestSimSlowHooks(t *testing.T) {
 		// end: the renewal goes out with the admission, in its step (L7).
 		{1, 500 * time.Millisecond, 0, 40 * time.Second},
 		{5, 800 * time.Millisecond, 0, 0},
+		// A short lease and hooks that outlast half of it: a one-shot
+		// grant renews while its head locker waits for its wait-fresh
+		// hook, or the turn is lost and the key idles (L6).
+		{30076, 300 * time.Millisecond, 400 * time.Millisecond, 0},
 	}
 	for seed := uint64(1); seed <= 40; seed++ {
 		runs = append(runs, run{seed, 1200 * time.Millisecond, 0, 0})
