@@ -216,32 +216,33 @@ func TestSimSizes(t *testing.T) {
 func TestSimFoundSeeds(t *testing.T) {
 	batchGC(t)
 	for _, seed := range []uint64{
-		58450,  // checker: a Grant re-sent after its delegation ended is no new grant
-		150625, // checker: a Withdraw ends the wait the home queued for an older request
-		154709, // checker: a late reply to an attempt sent before a renewal extends nothing
-		187680, // checker: a home's own delegation renews in the step that granted it
-		225686, // the same, with the renewal's Extended event
-		259706, // the same (D2, extended)
-		296153, // the same (D2, admitted)
-		349281, // a late reply to an older attempt, as 154709 (D5)
-		380519, // FIFO: a Withdraw of an older request leaves the waiter for the newest
-		380890, // the same
-		383571, // the same
-		622256, // FIFO: after a silence the home's waiter may be under a late older request, which a Withdraw ends
-		694547, // checker: a renewal reply after the holder's lease ran out extends only if the holder kept it
-		13519,  // v3: a new home takes over a handed-over delegation whose holder a later epoch removed
-		17033,  // the same
-		24956,  // the same
-		56007,  // checker: a grant of an older request heard a newer one in the same step (FIFO)
-		106469, // checker: the same rule without maybeGone dated phantom waits (FIFO)
-		131512, // the same
-		299048, // checker: a first renewal to the key's home on its own node is never in Ready.Msgs (L7)
-		327688, // the same
-		747749, // v3: a home renewed a delegation it had handed over when the key came back to it (D4)
-		350550, // checker: a restarted home adopts what the holder reported; a home it was handed to may renew it since (D5)
-		786448, // the same
-		527009, // a Leave held up in the network removed a member that had rejoined since (M2)
-		589401, // checker: the unlock that ends a section admits a waiter of its own node at that instant (L6)
+		58450,   // checker: a Grant re-sent after its delegation ended is no new grant
+		150625,  // checker: a Withdraw ends the wait the home queued for an older request
+		154709,  // checker: a late reply to an attempt sent before a renewal extends nothing
+		187680,  // checker: a home's own delegation renews in the step that granted it
+		225686,  // the same, with the renewal's Extended event
+		259706,  // the same (D2, extended)
+		296153,  // the same (D2, admitted)
+		349281,  // a late reply to an older attempt, as 154709 (D5)
+		380519,  // FIFO: a Withdraw of an older request leaves the waiter for the newest
+		380890,  // the same
+		383571,  // the same
+		622256,  // FIFO: after a silence the home's waiter may be under a late older request, which a Withdraw ends
+		694547,  // checker: a renewal reply after the holder's lease ran out extends only if the holder kept it
+		13519,   // v3: a new home takes over a handed-over delegation whose holder a later epoch removed
+		17033,   // the same
+		24956,   // the same
+		56007,   // checker: a grant of an older request heard a newer one in the same step (FIFO)
+		106469,  // checker: the same rule without maybeGone dated phantom waits (FIFO)
+		131512,  // the same
+		299048,  // checker: a first renewal to the key's home on its own node is never in Ready.Msgs (L7)
+		327688,  // the same
+		747749,  // v3: a home renewed a delegation it had handed over when the key came back to it (D4)
+		350550,  // checker: a restarted home adopts what the holder reported; a home it was handed to may renew it since (D5)
+		786448,  // the same
+		527009,  // a Leave held up in the network removed a member that had rejoined since (M2)
+		589401,  // checker: the unlock that ends a section admits a waiter of its own node at that instant (L6)
+		1151759, // a restarted member beside a joiner that came in through it, every other member moved: seeds still joined (M1)
 	} {
 		if r := Run(DefaultSimConfig(seed)); r.Failed() {
 			t.Errorf("seed %d: %s", seed, r.Report())

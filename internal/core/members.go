@@ -537,7 +537,12 @@ func (n *Node) Withdrawn() int { return n.mem.withdrawn }
 
 // gossipJoins asks the driver to join, in gossip, every epoch member that
 // does not look alive (at its last known gossip address), with backoff per
-// address; and the configured seeds while no other member looks alive.
+// address; and the configured seeds while no other member looks alive: the
+// kept addresses may all be stale (every other member restarted elsewhere
+// while this node was down), and peers that are not members, a joiner
+// that came in through this node say, must not stop it from looking (seed
+// 1,151,759: a restarted n1 and the joiner n4 made an island that never met
+// the cluster).
 func (n *Node) gossipJoins(now time.Time) {
 	m := &n.mem
 	var want []string
@@ -552,7 +557,7 @@ func (n *Node) gossipJoins(now time.Time) {
 			}
 		}
 	}
-	if !n.seesOther() || m.bootstrapping || (n.NeedsJoin() && !n.seesMember()) {
+	if !n.seesOther() || m.bootstrapping || !n.seesMember() {
 		// Alone, or among peers none of which is a member (other joiners:
 		// an island that would never meet the cluster by itself).
 		want = append(want, m.cfg.Seeds...)

@@ -212,6 +212,18 @@ func TestGossipJoins(t *testing.T) {
 	if !slices.Equal(rd.GossipJoin, []string{"kept-n2", "kept-n3", "seed:1"}) {
 		t.Fatalf("restarted node joins %v", rd.GossipJoin)
 	}
+
+	// The same node, with a joiner that came in through it alive in its
+	// view and no member: the seeds still (the kept addresses may all be
+	// stale), or the two are an island that never meets the cluster.
+	j := memberNode(m1, time.Time{}, m1, m2, m3)
+	j.mem.gossipAddr["n2"], j.mem.gossipAddr["n3"] = "kept-n2", "kept-n3"
+	j.Gossip(hBase, []GossipPeer{self(m1), peer(msg.Member{ID: "n4", Store: 44, Addr: "g4", Version: 1}, PeerAlive)})
+	rd = j.Maintain(hBase)
+	slices.Sort(rd.GossipJoin)
+	if !slices.Equal(rd.GossipJoin, []string{"kept-n2", "kept-n3", "seed:1"}) {
+		t.Fatalf("restarted node beside a joiner joins %v", rd.GossipJoin)
+	}
 }
 
 func TestJoinPacingAndPhase(t *testing.T) {
