@@ -57,7 +57,9 @@
 //   - L5 a clock jump drops every held delegation at once, and a Grant
 //     answering an attempt sent before it is given back unused (H9).
 //   - L6 held while alive: a running critical section renews its delegation
-//     at half the lease, recalled or contended or not, until it ends; only
+//     at half the lease, recalled or contended or not, until it ends (and so
+//     does a head locker waiting for a one-shot grant's turn, its wait-fresh
+//     hook running past half the lease); only
 //     its own lease (WithLease), a refused renewal (this node left the
 //     epoch, or the key moved and its new home could not take the
 //     delegation over) or a silent home end it early. Once the key's home
