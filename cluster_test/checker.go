@@ -31,6 +31,7 @@ const (
 	invHandOn       = "L6 waiters progress once the section ends"
 	invDeadHolder   = "L6 a dead holder's lease is waited out"
 	invRenewOnTime  = "L7 renewal at half the lease"
+	invWorkload     = "W1 every live node's workload runs after the heal"
 )
 
 // handOnBound is how soon after a section ends a waiter on its key must be
@@ -70,6 +71,9 @@ type checker struct {
 	// progress bookkeeping for the healed phase
 	progress map[string]map[msg.NodeID]int
 	asked    map[string]map[msg.NodeID]int
+	// lockedAfterHeal counts, per node, the workload's locks started since
+	// the heal or still outstanding at it (W1).
+	lockedAfterHeal map[msg.NodeID]int
 
 	ghosts map[string][]ghost
 	// lastAdmit is the true time of the last admission per key.
@@ -97,18 +101,19 @@ type lateRenew struct {
 
 func newChecker(s *Sim) *checker {
 	c := &checker{
-		s:          s,
-		open:       make(map[string][]*critical),
-		maxAdmit:   make(map[string]fence.Token),
-		granted:    make(map[string]map[fence.Token]bool),
-		maxGranted: make(map[string]fence.Token),
-		regs:       make(map[string]*register),
-		ops:        make(map[string][]porcupine.Operation),
-		progress:   make(map[string]map[msg.NodeID]int),
-		asked:      make(map[string]map[msg.NodeID]int),
-		ghosts:     make(map[string][]ghost),
-		lastAdmit:  make(map[string]time.Time),
-		renewSent:  make(map[string]renewMark),
+		s:               s,
+		open:            make(map[string][]*critical),
+		maxAdmit:        make(map[string]fence.Token),
+		granted:         make(map[string]map[fence.Token]bool),
+		maxGranted:      make(map[string]fence.Token),
+		regs:            make(map[string]*register),
+		ops:             make(map[string][]porcupine.Operation),
+		progress:        make(map[string]map[msg.NodeID]int),
+		asked:           make(map[string]map[msg.NodeID]int),
+		lockedAfterHeal: make(map[msg.NodeID]int),
+		ghosts:          make(map[string][]ghost),
+		lastAdmit:       make(map[string]time.Time),
+		renewSent:       make(map[string]renewMark),
 	}
 	c.agree = simtest.Agreement[*simNode]{Fail: c.fail, EpochLease: simEpochLease, Base: simBase}
 	return c
@@ -142,6 +147,9 @@ func (c *checker) settled() time.Time {
 func (c *checker) lockStarted(cs *critical, deadline time.Time) {
 	if cs.started.After(c.settled()) && !cs.long && cs.started.Before(simBase.Add(c.s.cfg.Duration-c.s.queueWait())) {
 		c.bump(c.asked, cs.key, cs.node.id)
+	}
+	if !cs.oneShot && !cs.started.Before(c.s.healedAt) {
+		c.lockedAfterHeal[cs.node.id]++
 	}
 	gen := cs.node.gen
 	local := cs.node.local(deadline) // the deadline is on the node's clock
@@ -437,6 +445,7 @@ func (c *checker) final() {
 			return
 		}
 	}
+	c.workloadRan()
 	for key, askers := range c.asked {
 		for id := range askers {
 			n := c.s.nodeByID(id)
@@ -446,6 +455,36 @@ func (c *checker) final() {
 			if c.progress[key][id] == 0 {
 				c.fail(invProgress, "%s asked for %s %d times after the heal and was never admitted", id, key, askers[id])
 				return
+			}
+		}
+	}
+}
+
+// workloadRan checks the simulator's own workload (W1): every node that runs
+// at the end started locks after the heal, restarted and closed processes
+// included. A restarted process that lost its lockers would leave most of
+// a schedule unlocked and every check above vacuous for it.
+func (c *checker) workloadRan() {
+	cfg := c.s.cfg
+	if cfg.Lockers == 0 || cfg.Script != nil || c.s.healedAt.After(simBase.Add(cfg.Duration-simLockStop-time.Second)) {
+		return
+	}
+	for _, n := range c.s.nodes {
+		if n.core != nil && !n.gone && c.lockedAfterHeal[n.id] == 0 {
+			c.fail(invWorkload, "%s runs, had no locker at the heal at %v and started none since", n.id, c.s.healedAt.Sub(simBase))
+			return
+		}
+	}
+}
+
+// healing counts the workload's lockers outstanding at the heal (W1): with
+// slow hooks one may wait from before the heal almost to the end, behind
+// every other node's.
+func (c *checker) healing() {
+	for _, n := range c.s.nodes {
+		for _, cs := range n.lockers {
+			if n.core != nil && !cs.oneShot {
+				c.lockedAfterHeal[n.id]++
 			}
 		}
 	}

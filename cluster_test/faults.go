@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/homelock/homelock/epoch"
+	"github.com/homelock/homelock/internal/deadline"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -117,6 +118,10 @@ func (s *Sim) randomFault() {
 			s.trace("leave under a running section: %s", n.id)
 		}
 		if !n.up() {
+			return
+		}
+		if s.rng.IntN(2) == 0 {
+			s.closeThenRestart(n, upTo(3*time.Second))
 			return
 		}
 		s.faults["leave"]++
@@ -240,9 +245,7 @@ func (s *Sim) joinNew(seed *simNode) {
 	s.trace("join %s via %s", n.id, seed.id)
 	n.seeds = []string{seedName(seed)}
 	n.start(s, nil)
-	for l := 0; l < s.cfg.Lockers; l++ {
-		s.scheduleLock(n, s.think())
-	}
+	s.scheduleLockers(n)
 }
 
 func (s *Sim) liveOutside(group []*simNode) []*simNode {
@@ -271,9 +274,14 @@ func (s *Sim) upgrade(n *simNode) {
 // resumed. Membership heals by itself from here (the core's rejoins).
 func (s *Sim) healAll() {
 	s.trace("heal all")
+	s.check.healing()
 	s.net.Heal()
 	clear(s.blackout)
 	for _, n := range s.nodes {
+		if n.closing {
+			s.trace("close %s ends: killed at heal", n.id)
+			s.crash(n)
+		}
 		s.resume(n)
 		s.restart(n)
 		s.upgrade(n)
@@ -340,4 +348,108 @@ func (s *Sim) maybeMove(n *simNode) {
 	n.moves++
 	n.member.Addr = fmt.Sprintf("%s.%d", n.id, n.moves)
 	s.trace("move %s to %s", n.id, n.member.Addr)
+}
+
+// simCloseBound is Close's deadline under `homelock node`'s SIGTERM
+// (10s + MaxLease + EpochLease + Skew): past it the process ends anyway.
+const simCloseBound = 10*time.Second + simLease + simEpochLease + simSkew
+
+// closeThenRestart is a SIGTERM to `homelock node`, the rolling restart the
+// README shows: Node.Close's steps in its order, each decided by the core's
+// own answers (Relinquish, HandedOff, HandOffBlocker and the guarded Leave,
+// LingerUntil), then the process ends and a new one starts after d and joins
+// again. A crash or healAll meanwhile ends the close as a kill would.
+func (s *Sim) closeThenRestart(n *simNode, d time.Duration) {
+	if n.core == nil || n.paused || n.closing {
+		return
+	}
+	s.faults["close"]++
+	s.budget(2)
+	s.trace("close %s", n.id)
+	n.closing = true
+	gen, begin := n.gen, s.now
+	now := n.local(s.now)
+	// Lockers still waiting fail with ErrClosed; held keys are drained and
+	// released, as a Recall would.
+	for _, l := range deadline.SortedKeys(n.lockers) {
+		if cs := n.lockers[l]; !cs.admitted {
+			cs.resolved = true
+			s.check.closeCS(cs)
+			delete(n.lockers, l)
+			n.apply(s, n.core.Cancel(now, cs.key, l))
+		}
+	}
+	for _, key := range n.core.Holder().HeldKeys() {
+		n.apply(s, n.core.Relinquish(now, key))
+	}
+	end := func(why string) {
+		s.trace("close %s ends: %s", n.id, why)
+		s.crash(n) // the process exits: what it kept in memory is gone
+		s.After(d, func() { s.restart(n) })
+	}
+	phase, polls := "drain", 0
+	var step func()
+	step = func() {
+		switch {
+		case n.gen != gen || n.core == nil:
+			return // killed meanwhile: the kill's restart follows
+		case n.paused:
+			s.After(simRetry, step)
+			return
+		case s.now.Sub(begin) > simCloseBound:
+			end("deadline, in phase " + phase)
+			return
+		}
+		now := n.local(s.now)
+		polls++
+		switch phase {
+		case "drain": // waitDrained
+			if _, ds := n.core.Stats(); ds.Held > 0 {
+				break
+			}
+			if why := n.core.HandOffBlocker(); why != "" {
+				end("not handing home keys off: " + why)
+				return
+			}
+			phase, polls = "leave", 0
+			n.apply(s, n.core.Leave(now, true))
+		case "leave": // handOff: until an epoch without this node is learned
+			l, ok := n.core.Current()
+			if ok && l.Epoch.Number >= 1 && !l.Epoch.Has(n.member) {
+				phase = "handoff"
+				break
+			}
+			if ok && l.Epoch.Number >= 1 && len(l.Epoch.Members) == 1 {
+				end("the only member")
+				return
+			}
+			// Close asks the blocker every ten retry intervals.
+			if polls%10 == 0 {
+				if why := n.core.HandOffBlocker(); why != "" {
+					end("handoff stopped: " + why)
+					return
+				}
+			}
+		case "handoff": // until nothing is granted by or held at this node
+			if n.core.HandedOff() {
+				phase = "linger"
+			}
+		case "linger": // the new homes pull Drained from it meanwhile
+			if !now.Before(n.core.LingerUntil()) {
+				s.faults["close_handed_off"]++
+				end("handed off")
+				return
+			}
+		}
+		s.After(simRetry, step)
+	}
+	s.After(simRetry, step)
+}
+
+// scheduleLockers gives a node its workload's lockers, as a new or
+// restarted process gets its clients back.
+func (s *Sim) scheduleLockers(n *simNode) {
+	for l := 0; l < s.cfg.Lockers; l++ {
+		s.scheduleLock(n, s.think())
+	}
 }

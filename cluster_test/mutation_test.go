@@ -36,7 +36,7 @@ var mutations = map[string]mutationEntry{
 	"Home.DrainWhileGated":           {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, invExclusion}, seeds: 1500},
 	"Home.NoRestartGate":             {broken: []string{lockcheck.InvHomeView, invTokenOrder, lockcheck.InvDelegExclusion}, seeds: 100},
 	"Home.RenewNonMembers":           {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, invExclusion}, seeds: 20, schedule: func(seed uint64) SimConfig { return fixedSchedule(seed, renewedOutsider) }},
-	"Home.WaiveRestartWithoutMarker": {broken: []string{lockcheck.InvHomeView, invExclusion, lockcheck.InvDelegExclusion}, seeds: 1000},
+	"Home.WaiveRestartWithoutMarker": {broken: []string{lockcheck.InvHomeView, invExclusion, lockcheck.InvDelegExclusion, invDeadHolder}, seeds: 1000},
 	"Home.NoHandOver":                {broken: []string{invHeldAlive}, seeds: 5, schedule: func(seed uint64) SimConfig { return fourNodes(seed, homeLeavesUnderSection) }},
 	"Holder.RenewAtIssuer":           {broken: []string{invHeldAlive}, seeds: 5, schedule: func(seed uint64) SimConfig { return fourNodes(seed, homeLeavesUnderSection) }},
 	"Home.AcceptStaleDrained":        {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, invExclusion}, seeds: 20, schedule: func(seed uint64) SimConfig { return fourNodes(seed, staleDrained) }},

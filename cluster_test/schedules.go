@@ -316,6 +316,20 @@ func homeLeavesUnderSection(s *Sim) {
 	s.After(at+4*simLease-1500*time.Millisecond, func() { s.LockKey("n4", key) })
 }
 
+// homeClosesUnderSection is homeLeavesUnderSection with a SIGTERM to n1
+// instead of a Leave: Close hands the running delegation off the same way,
+// lingers, ends, and n1 starts again 2s later and joins.
+func homeClosesUnderSection(s *Sim) {
+	at := simEpochLease + simSkew + 300*time.Millisecond
+	var key string
+	s.After(at, func() {
+		key = s.keyMovingOff("n2", "n1", "n3")
+		s.LockKeyOwed("n2", key, 4*simLease)
+	})
+	s.After(at+300*time.Millisecond, func() { s.closeThenRestart(s.Node("n1"), 2*time.Second) })
+	s.After(at+4*simLease-1500*time.Millisecond, func() { s.LockKey("n4", key) })
+}
+
 // heldUpLeave: n2 leaves cleanly and asks to join again 700ms later; its
 // Leave to n3 is held up in the network until n3 has learned the epoch that
 // took n2 back. That Leave predates n2's rejoining and must remove nobody:

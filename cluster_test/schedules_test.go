@@ -125,31 +125,43 @@ func TestJumpedAnchorSchedule(t *testing.T) {
 }
 
 // TestHomeLeavesUnderSection: a section keeps its lock when its
-// key's home leaves: the old home hands the delegation to the new one. On
-// the protocol before lock protocol v3 the section was revoked at its
-// lease's end (about 2s after the leave) and n4 admitted then.
+// key's home leaves, or closes (SIGTERM): the old home hands the delegation
+// to the new one. On the protocol before lock protocol v3 the section was
+// revoked at its lease's end (about 2s after the leave) and n4 admitted then.
+// The closed home ends once handed off and starts again.
 func TestHomeLeavesUnderSection(t *testing.T) {
 	revoke := regexp.MustCompile(`revoke n2 (k\d+) `)
 	admit := regexp.MustCompile(`admit (n2|n4) (k\d+) locker=\d+ (\S+) `)
-	for seed := uint64(1); seed <= 10; seed++ {
-		cfg := fourNodes(seed, homeLeavesUnderSection)
-		cfg.Trace = true
-		r := Run(cfg)
-		if r.Failed() {
-			t.Fatal(r.Report())
+	for _, script := range []func(*Sim){homeLeavesUnderSection, homeClosesUnderSection} {
+		for seed := uint64(1); seed <= 10; seed++ {
+			homeLeavesUnderSectionRun(t, seed, script, revoke, admit)
 		}
-		var admits []string
-		for _, l := range r.Trace {
-			if m := revoke.FindStringSubmatch(l); m != nil {
-				t.Fatalf("seed %d: n2's section on %s was revoked after its home left:\n%s", seed, m[1], r.Report())
-			}
-			if m := admit.FindStringSubmatch(l); m != nil {
-				admits = append(admits, m[1]+" "+m[3])
-			}
+	}
+}
+
+func homeLeavesUnderSectionRun(t *testing.T, seed uint64, script func(*Sim), revoke, admit *regexp.Regexp) {
+	t.Helper()
+	cfg := fourNodes(seed, script)
+	cfg.Trace = true
+	r := Run(cfg)
+	if r.Failed() {
+		t.Fatal(r.Report())
+	}
+	restarted := slices.ContainsFunc(r.Trace, func(l string) bool { return strings.Contains(l, " start n1 inc=2 ") })
+	if r.Faults["close"] > 0 && (r.Faults["close_handed_off"] != 1 || !restarted) {
+		t.Fatalf("seed %d: n1's close did not hand off and start again:\n%s", seed, r.Report())
+	}
+	var admits []string
+	for _, l := range r.Trace {
+		if m := revoke.FindStringSubmatch(l); m != nil {
+			t.Fatalf("seed %d: n2's section on %s was revoked after its home left:\n%s", seed, m[1], r.Report())
 		}
-		if len(admits) != 2 || !strings.HasPrefix(admits[0], "n2 ") || !strings.HasPrefix(admits[1], "n4 ") {
-			t.Fatalf("seed %d: admissions %v, want n2's then n4's", seed, admits)
+		if m := admit.FindStringSubmatch(l); m != nil {
+			admits = append(admits, m[1]+" "+m[3])
 		}
+	}
+	if len(admits) != 2 || !strings.HasPrefix(admits[0], "n2 ") || !strings.HasPrefix(admits[1], "n4 ") {
+		t.Fatalf("seed %d: admissions %v, want n2's then n4's", seed, admits)
 	}
 }
 

@@ -46,6 +46,8 @@ type simNode struct {
 	viewBuf          []core.GossipPeer
 	gossip, gossipOf string
 
+	// closing: Close runs (closeThenRestart); no new locker starts.
+	closing bool
 	lockers map[uint64]*critical
 	nextID  uint64
 	// store is the node's store's replica position per key (barriers.go);
@@ -152,7 +154,7 @@ func (n *simNode) start(s *Sim, initial []msg.NodeID) {
 		n.disk.Inc++
 	}
 	n.gen++
-	n.paused = false
+	n.paused, n.closing = false, false
 	n.deferred = nil
 	n.view = nil
 	n.lockers = make(map[uint64]*critical)
@@ -291,6 +293,7 @@ func (s *Sim) restart(n *simNode) {
 	}
 	s.faults["restart"]++
 	n.start(s, nil)
+	s.scheduleLockers(n) // its clients lock again
 }
 
 func (s *Sim) pause(n *simNode) {

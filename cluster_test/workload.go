@@ -93,11 +93,32 @@ func (s *Sim) lockStart(n *simNode, e *event) {
 	// Now and then a long section, under faults and once healed: it keeps
 	// its lock by renewal while others wait (held while alive). Its
 	// waiters' deadlines cover a few of them.
-	if s.rng.IntN(25) == 0 && s.longWindow() {
+	if s.rng.IntN(25) == 0 && s.longWindow() && s.longLockers() < maxLongLockers {
 		cs.key, cs.long, lease, wait = longKey, true, 0, 12*time.Second
 	}
 	cs.lease = lease
 	s.startLock(n, cs, wait)
+}
+
+// maxLongLockers bounds the long key's lockers, waiting or holding, so that
+// its waiters' deadlines (12s) cover the sections ahead of them: otherwise
+// in a long schedule every locker ends up queued on it, one in 25 locks at
+// a time.
+const maxLongLockers = 4
+
+func (s *Sim) longLockers() int {
+	k := 0
+	for _, n := range s.nodes {
+		if n.core == nil {
+			continue // a crashed process's lockers are gone
+		}
+		for _, cs := range n.lockers {
+			if cs.long {
+				k++
+			}
+		}
+	}
+	return k
 }
 
 // queueWait is how long a lock may queue behind every node's lockers when
@@ -114,6 +135,9 @@ func (s *Sim) queueWait() time.Duration {
 // cs.lease and a deadline wait from now; the workload, the targeted
 // acquires (harsh.go) and the fixed schedules all start locks here.
 func (s *Sim) startLock(n *simNode, cs *critical, wait time.Duration) {
+	if n.closing {
+		return // Lock fails with ErrClosed
+	}
 	n.nextID++
 	cs.node, cs.gen, cs.locker, cs.started = n, n.gen, n.nextID, s.now
 	n.lockers[cs.locker] = cs
@@ -160,6 +184,7 @@ func (s *Sim) onEvent(n *simNode, e delegation.Event) {
 			s.trace("revoke %s %s locker=%d %s", n.id, cs.key, cs.locker, cs.token)
 			s.check.revoked(cs, e)
 			s.check.closeCS(cs)
+			s.check.ended(cs)
 		}
 	case delegation.Failed:
 		cs := n.lockers[e.Locker]
@@ -171,7 +196,9 @@ func (s *Sim) onEvent(n *simNode, e delegation.Event) {
 		s.check.failed(cs, e)
 		delete(n.lockers, cs.locker)
 		if !cs.oneShot {
-			s.scheduleLock(n, s.think())
+			// A client backs off before it asks again: a mixed-version
+			// or gated cluster fails every lock at once.
+			s.scheduleLock(n, simRetry+s.think())
 		}
 	case delegation.Settle, delegation.WaitFresh:
 		if e.Kind == delegation.Settle && s.now.Before(s.healedAt) && s.rng.IntN(50) == 0 {
@@ -225,8 +252,13 @@ func (s *Sim) csWrite(n *simNode, cs *critical) {
 	if g := s.harsh.guard; g != nil && cs.readOK && !s.stopped {
 		g.write(cs) // valid or not: the Guard decides by the token alone
 	}
-	s.check.closeCS(cs)
-	s.check.ended(cs)
+	if !cs.closed {
+		// A revoked section stopped holding its key at the revocation
+		// and was judged then: its holder may write (and be refused)
+		// after the key has passed on.
+		s.check.closeCS(cs)
+		s.check.ended(cs)
+	}
 	delete(n.lockers, cs.locker)
 	if rd, ok := n.core.Unlock(n.local(s.now), cs.key, cs.locker); ok {
 		n.apply(s, rd)
