@@ -52,11 +52,15 @@
 //     delegation, a re-sent Grant's signed again included (signing.go);
 //   - M1 membership heals: after the last fault every node is a member of
 //     one agreed epoch, lockable and live, within a stated bound; M2 the
-//     epochs learned stay within each fault's budget (healing.go).
+//     epochs learned stay within each fault's budget (healing.go);
+//   - W1 the workload itself ran: every node running at the end had a
+//     locker at the heal or started one since (a restarted process gets
+//     its lockers back, as a restarted server gets its clients back).
 //
 // Besides the broad faults (crashes, pauses, partitions, a lossy network,
-// joins, leaves, upgrades, proposal duels, restarts at another address with
-// seeds given by name), harsh.go aims at single
+// joins, leaves, SIGTERMs that run Close's handoff and linger before the
+// process ends and starts again, upgrades, proposal duels, restarts at
+// another address with seeds given by name), harsh.go aims at single
 // rules: clock rates exactly at the drift bound, suspends the lease clock
 // misses (the core judges the jump on resume) and suspends it counts (messages before the
 // first tick), delays of seconds, old messages across restarts in both

@@ -60,6 +60,11 @@ const (
 	// handoff, so a short run on a large cluster checks little of I5:
 	// lengthen Duration with the hooks.
 	MaxSlowHooks = 2 * time.Second
+	// MinSimLease and MaxSimLease bound SimConfig.Lease to what the runs
+	// in docs/testing.md cover: three times MinUseful, up to just under the
+	// epoch lease, which bounds every grant.
+	MinSimLease = 3 * simMinUseful
+	MaxSimLease = simEpochLease - 100*time.Millisecond
 )
 
 // SimGCPercent is the GOGC a batch of seeds runs best at: a seed's live
@@ -111,11 +116,12 @@ type Result struct {
 	HealedAfter time.Duration
 	Epochs      uint64
 	EpochBudget int
-	// Nodes, Duration and SlowHooks are the run's cluster size, length and
-	// store hooks' time, for the replay command.
+	// Nodes, Duration, SlowHooks and Lease are the run's cluster size,
+	// length, store hooks' time and delegation lease, for the replay command.
 	Nodes     int
 	Duration  time.Duration
 	SlowHooks time.Duration
+	Lease     time.Duration
 }
 
 // Failed reports whether the run found a violation.
@@ -142,6 +148,9 @@ func (r Result) Report() string {
 	}
 	if r.SlowHooks != 0 {
 		flags += fmt.Sprintf(" --slow-hooks %v", r.SlowHooks)
+	}
+	if r.Lease != 0 {
+		flags += fmt.Sprintf(" --lease %v", r.Lease)
 	}
 	fmt.Fprintf(&b, "replay: go run ./cmd/homelock sim --seed %d%s --trace\n", r.Seed, flags)
 	if flags == "" {

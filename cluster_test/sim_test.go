@@ -172,7 +172,7 @@ func TestSimSlowHooks(t *testing.T) {
 			cfg.Duration = r.duration
 		}
 		if res := Run(cfg); res.Failed() {
-			t.Fatalf("seed %d with SlowHooks %v, Lease %v, Duration %v (replay: go test ./cluster_test -run TestSimSlowHooks):\n%s", r.seed, r.hooks, r.lease, cfg.Duration, res.Report())
+			t.Fatalf("seed %d with SlowHooks %v, Lease %v, Duration %v:\n%s", r.seed, r.hooks, r.lease, cfg.Duration, res.Report())
 		}
 	}
 }
@@ -191,6 +191,10 @@ func TestSimReportReplaysConfig(t *testing.T) {
 	r = Result{Seed: seed, Nodes: def.Nodes, Duration: def.Duration, SlowHooks: 1200 * time.Millisecond}
 	if rep := r.Report(); !strings.Contains(rep, "sim --seed 5 --slow-hooks 1.2s --trace") || strings.Contains(rep, "go test") {
 		t.Fatalf("slow hooks' replay:\n%s", rep)
+	}
+	r = Result{Seed: seed, Nodes: def.Nodes, Duration: def.Duration, SlowHooks: 300 * time.Millisecond, Lease: 400 * time.Millisecond}
+	if rep := r.Report(); !strings.Contains(rep, "sim --seed 5 --slow-hooks 300ms --lease 400ms --trace") || strings.Contains(rep, "go test") {
+		t.Fatalf("a lease's replay:\n%s", rep)
 	}
 	r = Result{Seed: seed, Nodes: def.Nodes, Duration: def.Duration}
 	if rep := r.Report(); !strings.Contains(rep, "sim --seed 5 --trace") || !strings.Contains(rep, "-sim.seed=5") {

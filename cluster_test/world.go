@@ -433,6 +433,7 @@ func (s *Sim) result() Result {
 		Nodes:       s.cfg.Nodes,
 		Duration:    s.cfg.Duration,
 		SlowHooks:   s.cfg.SlowHooks,
+		Lease:       s.cfg.Lease,
 	}
 	if !s.heal.at.IsZero() {
 		r.HealedAfter = s.heal.at.Sub(s.heal.from)

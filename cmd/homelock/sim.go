@@ -42,6 +42,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	nodes := fs.Int("nodes", 0, fmt.Sprintf("initial nodes, %d to %d (default: varies by seed)", clustertest.MinSimNodes, clustertest.MaxSimNodes))
 	duration := fs.Duration("duration", clustertest.MinSimDuration, fmt.Sprintf("simulated time per seed, at least %v (faults in its first 55%%)", clustertest.MinSimDuration))
 	slowHooks := fs.Duration("slow-hooks", 0, fmt.Sprintf("every store hook takes this long, up to %v (default: up to 2ms); each handoff waits for two, so lengthen --duration with it", clustertest.MaxSlowHooks))
+	lease := fs.Duration("lease", 0, fmt.Sprintf("the delegation lease asked for and the homes' MaxLease, %v to %v (default: 1s)", clustertest.MinSimLease, clustertest.MaxSimLease))
 	trace := fs.Bool("trace", false, "print every event of the run (with --seed)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "seeds run in parallel")
@@ -65,12 +66,16 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "homelock sim: --slow-hooks must be 0 to %v, got %v\n", clustertest.MaxSlowHooks, *slowHooks)
 		return 2
 	}
+	if *lease != 0 && (*lease < clustertest.MinSimLease || *lease > clustertest.MaxSimLease) {
+		fmt.Fprintf(stderr, "homelock sim: --lease must be %v to %v, got %v\n", clustertest.MinSimLease, clustertest.MaxSimLease, *lease)
+		return 2
+	}
 	config := func(s uint64) clustertest.SimConfig {
 		c := clustertest.DefaultSimConfig(s)
 		if *nodes != 0 {
 			c.Nodes = *nodes
 		}
-		c.Duration, c.SlowHooks = *duration, *slowHooks
+		c.Duration, c.SlowHooks, c.Lease = *duration, *slowHooks, *lease
 		return c
 	}
 	if *seed != 0 {

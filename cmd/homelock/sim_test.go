@@ -53,3 +53,14 @@ func TestSimSlowHooksFlag(t *testing.T) {
 	require.Equal(t, 2, runSim([]string{"--seeds", "1", "--slow-hooks", "3s"}, &out, &errOut))
 	require.Contains(t, errOut.String(), "--slow-hooks must be 0 to 2s, got 3s")
 }
+
+// --lease replays the schedules whose lease is not the default (seed 30076
+// of cluster_test's TestSimSlowHooks), within its bounds.
+func TestSimLeaseFlag(t *testing.T) {
+	var stdout, stderr lockedBuffer
+	require.Equal(t, 0, runSim([]string{"--seed", "30076", "--slow-hooks", "300ms", "--lease", "400ms"}, &stdout, &stderr), "%s%s", stdout.String(), stderr.String())
+	require.Contains(t, stdout.String(), "seed 30076: no violation")
+	var out, errOut lockedBuffer
+	require.Equal(t, 2, runSim([]string{"--seeds", "1", "--lease", "3s"}, &out, &errOut))
+	require.Contains(t, errOut.String(), "--lease must be 150ms to 2.9s, got 3s")
+}
