@@ -74,7 +74,7 @@ var mutations = map[string]mutationEntry{
 	"Holder.IgnoreRecall":       {broken: []string{lockcheck.InvRecall}, seeds: 20},
 	"Holder.AdmitAfterRecall":   {broken: []string{lockcheck.InvRecall}, seeds: 20},
 	"Holder.SkipSettle":         {broken: []string{lockcheck.InvBarrier}, seeds: 20},
-	"Holder.IgnoreRenewRefusal": {broken: []string{lockcheck.InvRecall}, seeds: 1200},
+	"Holder.IgnoreRenewRefusal": {broken: []string{lockcheck.InvRecall}, seeds: 2500},
 	// Agreement.
 	"Epoch.AdoptFirstValue":       {broken: []string{invEpochFork, lockcheck.InvCertificate}, seeds: 20, schedule: func(seed uint64) SimConfig { return scripted(seed, lostHigherValue, nil) }},
 	"Epoch.AcceptBelowPromise":    {broken: []string{invEpochFork, lockcheck.InvCertificate}, seeds: 400},
