@@ -117,8 +117,8 @@ func (s *Sim) randomFault() {
 			s.faults["leave_under_section"]++
 			s.trace("leave under a running section: %s", n.id)
 		}
-		if !n.up() {
-			return
+		if !n.up() || n.closing {
+			return // Node.Leave is refused once Close began
 		}
 		if s.rng.IntN(2) == 0 {
 			s.closeThenRestart(n, upTo(3*time.Second))
@@ -225,6 +225,7 @@ func (s *Sim) leaveThenJoin(n *simNode, d time.Duration) {
 	again = func() {
 		switch {
 		case n.gen != gen: // restarted: the new process joins on its own
+		case n.closing: // Close began since: the process ends, its restart joins
 		case !n.up():
 			s.After(100*time.Millisecond, again)
 		default:
