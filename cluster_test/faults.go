@@ -408,6 +408,10 @@ func (s *Sim) closeThenRestart(n *simNode, d time.Duration) {
 			if _, ds := n.core.Stats(); ds.Held > 0 {
 				break
 			}
+			if !n.core.LeftAt().IsZero() {
+				phase = "linger" // a Leave before it did the handoff
+				break
+			}
 			if why := n.core.HandOffBlocker(); why != "" {
 				end("not handing home keys off: " + why)
 				return
