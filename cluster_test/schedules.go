@@ -306,27 +306,24 @@ func fourNodes(seed uint64, script func(*Sim)) SimConfig {
 // n3, which renews it, so the section runs to its end (the checker owes it
 // L6 from its admission); n4 gets the key after it, with a higher token.
 func homeLeavesUnderSection(s *Sim) {
-	at := simEpochLease + simSkew + 300*time.Millisecond
-	var key string
-	s.After(at, func() {
-		key = s.keyMovingOff("n2", "n1", "n3")
-		s.LockKeyOwed("n2", key, 4*simLease)
-	})
-	s.After(at+300*time.Millisecond, func() { s.leaveThenJoin(s.Node("n1"), 8*time.Second) })
-	s.After(at+4*simLease-1500*time.Millisecond, func() { s.LockKey("n4", key) })
+	homeGoesUnderSection(s, func(n1 *simNode) { s.leaveThenJoin(n1, 8*time.Second) })
 }
 
 // homeClosesUnderSection is homeLeavesUnderSection with a SIGTERM to n1
 // instead of a Leave: Close hands the running delegation off the same way,
 // lingers, ends, and n1 starts again 2s later and joins.
 func homeClosesUnderSection(s *Sim) {
+	homeGoesUnderSection(s, func(n1 *simNode) { s.closeThenRestart(n1, 2*time.Second) })
+}
+
+func homeGoesUnderSection(s *Sim, goes func(n1 *simNode)) {
 	at := simEpochLease + simSkew + 300*time.Millisecond
 	var key string
 	s.After(at, func() {
 		key = s.keyMovingOff("n2", "n1", "n3")
 		s.LockKeyOwed("n2", key, 4*simLease)
 	})
-	s.After(at+300*time.Millisecond, func() { s.closeThenRestart(s.Node("n1"), 2*time.Second) })
+	s.After(at+300*time.Millisecond, func() { goes(s.Node("n1")) })
 	s.After(at+4*simLease-1500*time.Millisecond, func() { s.LockKey("n4", key) })
 }
 
