@@ -71,9 +71,9 @@ type checker struct {
 	// progress bookkeeping for the healed phase
 	progress map[string]map[msg.NodeID]int
 	asked    map[string]map[msg.NodeID]int
-	// lockedAfterHeal counts, per node, the workload's locks started since
-	// the heal or still outstanding at it (W1).
-	lockedAfterHeal map[msg.NodeID]int
+	// workedAfterHeal: the node had a workload lock outstanding at the heal
+	// or started one since (W1).
+	workedAfterHeal map[msg.NodeID]bool
 
 	ghosts map[string][]ghost
 	// lastAdmit is the true time of the last admission per key.
@@ -110,7 +110,7 @@ func newChecker(s *Sim) *checker {
 		ops:             make(map[string][]porcupine.Operation),
 		progress:        make(map[string]map[msg.NodeID]int),
 		asked:           make(map[string]map[msg.NodeID]int),
-		lockedAfterHeal: make(map[msg.NodeID]int),
+		workedAfterHeal: make(map[msg.NodeID]bool),
 		ghosts:          make(map[string][]ghost),
 		lastAdmit:       make(map[string]time.Time),
 		renewSent:       make(map[string]renewMark),
@@ -149,7 +149,7 @@ func (c *checker) lockStarted(cs *critical, deadline time.Time) {
 		c.bump(c.asked, cs.key, cs.node.id)
 	}
 	if !cs.oneShot && !cs.started.Before(c.s.healedAt) {
-		c.lockedAfterHeal[cs.node.id]++
+		c.workedAfterHeal[cs.node.id] = true
 	}
 	gen := cs.node.gen
 	local := cs.node.local(deadline) // the deadline is on the node's clock
@@ -461,30 +461,34 @@ func (c *checker) final() {
 }
 
 // workloadRan checks the simulator's own workload (W1): every node that runs
-// at the end started locks after the heal, restarted and closed processes
-// included. A restarted process that lost its lockers would leave most of
-// a schedule unlocked and every check above vacuous for it.
+// at the end had a workload lock outstanding at the heal or started one
+// since, restarted and closed processes included. A restarted process that
+// lost its lockers would leave most of a schedule unlocked and every check
+// above vacuous for it.
 func (c *checker) workloadRan() {
 	cfg := c.s.cfg
 	if cfg.Lockers == 0 || cfg.Script != nil || c.s.healedAt.After(simBase.Add(cfg.Duration-simLockStop-time.Second)) {
 		return
 	}
 	for _, n := range c.s.nodes {
-		if n.core != nil && !n.gone && c.lockedAfterHeal[n.id] == 0 {
+		if n.core != nil && !n.gone && !c.workedAfterHeal[n.id] {
 			c.fail(invWorkload, "%s runs, had no locker at the heal at %v and started none since", n.id, c.s.healedAt.Sub(simBase))
 			return
 		}
 	}
 }
 
-// healing counts the workload's lockers outstanding at the heal (W1): with
+// healing notes the workload's lockers outstanding at the heal (W1): with
 // slow hooks one may wait from before the heal almost to the end, behind
 // every other node's.
 func (c *checker) healing() {
 	for _, n := range c.s.nodes {
+		if n.core == nil {
+			continue
+		}
 		for _, cs := range n.lockers {
-			if n.core != nil && !cs.oneShot {
-				c.lockedAfterHeal[n.id]++
+			if !cs.oneShot {
+				c.workedAfterHeal[n.id] = true
 			}
 		}
 	}

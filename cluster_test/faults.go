@@ -369,17 +369,14 @@ func (s *Sim) closeThenRestart(n *simNode, d time.Duration) {
 	s.trace("close %s", n.id)
 	n.closing = true
 	gen, begin := n.gen, s.now
-	now := n.local(s.now)
 	// Lockers still waiting fail with ErrClosed; held keys are drained and
 	// released, as a Recall would.
 	for _, l := range deadline.SortedKeys(n.lockers) {
 		if cs := n.lockers[l]; !cs.admitted {
-			cs.resolved = true
-			s.check.closeCS(cs)
-			delete(n.lockers, l)
-			n.apply(s, n.core.Cancel(now, cs.key, l))
+			s.cancelLocker(n, cs)
 		}
 	}
+	now := n.local(s.now)
 	for _, key := range n.core.Holder().HeldKeys() {
 		n.apply(s, n.core.Relinquish(now, key))
 	}

@@ -115,12 +115,18 @@ func (s *Sim) CancelLocks(id, key string) {
 	}
 	for _, l := range deadline.SortedKeys(n.lockers) {
 		cs := n.lockers[l]
-		if cs.key != key || cs.admitted {
-			continue
+		if cs.key == key && !cs.admitted {
+			s.cancelLocker(n, cs)
 		}
-		cs.resolved = true
-		s.check.closeCS(cs)
-		delete(n.lockers, l)
-		n.apply(s, n.core.Cancel(n.local(s.now), key, l))
 	}
+}
+
+// cancelLocker withdraws a locker still waiting, as a Lock whose context
+// ended (or whose node closes) does: it is resolved, and the home hears
+// that it no longer waits.
+func (s *Sim) cancelLocker(n *simNode, cs *critical) {
+	cs.resolved = true
+	s.check.closeCS(cs)
+	delete(n.lockers, cs.locker)
+	n.apply(s, n.core.Cancel(n.local(s.now), cs.key, cs.locker))
 }
