@@ -20,6 +20,7 @@ type SimConfig struct {
 	Duration      time.Duration
 	FaultFraction float64
 	// HotKeys are contended by every node; ColdKeys are locked now and then.
+	// With no cold keys every workload lock takes a hot one.
 	HotKeys, ColdKeys int
 	// Lockers is the number of concurrent lockers per node.
 	Lockers int
@@ -65,6 +66,20 @@ const (
 	// epoch lease, which bounds every grant.
 	MinSimLease = 3 * simMinUseful
 	MaxSimLease = simEpochLease - 100*time.Millisecond
+	// MinSimHealed is the shortest healed phase, Duration × (1 −
+	// FaultFraction), a run may have: the default's (20s × 0.45). The
+	// healing bound and the progress checks' settling time fill it.
+	MinSimHealed = 9 * time.Second
+	// MinSimFaultFraction and MaxSimFaultFraction bound FaultFraction for
+	// random schedules: below, a schedule has hardly a fault; above, the
+	// healed phase is a sliver of the run.
+	MinSimFaultFraction = 0.1
+	MaxSimFaultFraction = 0.9
+	// MaxSimLockers, MaxSimHotKeys and MaxSimColdKeys bound the workload's
+	// shape to what the runs in docs/testing.md cover.
+	MaxSimLockers  = 8
+	MaxSimHotKeys  = 16
+	MaxSimColdKeys = 200
 )
 
 // SimGCPercent is the GOGC a batch of seeds runs best at: a seed's live
@@ -116,12 +131,8 @@ type Result struct {
 	HealedAfter time.Duration
 	Epochs      uint64
 	EpochBudget int
-	// Nodes, Duration, SlowHooks and Lease are the run's cluster size,
-	// length, store hooks' time and delegation lease, for the replay command.
-	Nodes     int
-	Duration  time.Duration
-	SlowHooks time.Duration
-	Lease     time.Duration
+	// Config is the run's configuration, for the replay command.
+	Config SimConfig
 }
 
 // Failed reports whether the run found a violation.
@@ -138,25 +149,48 @@ func (r Result) Report() string {
 	for _, l := range r.Trace {
 		fmt.Fprintf(&b, "  %s\n", l)
 	}
-	def := DefaultSimConfig(r.Seed)
-	var flags string
-	if r.Nodes != 0 && r.Nodes != def.Nodes {
-		flags += fmt.Sprintf(" --nodes %d", r.Nodes)
+	if r.Config.Script != nil {
+		fmt.Fprintf(&b, "replay: the test that scripts this schedule, seed %d\n", r.Seed)
+		return b.String()
 	}
-	if r.Duration != 0 && r.Duration != def.Duration {
-		flags += fmt.Sprintf(" --duration %v", r.Duration)
-	}
-	if r.SlowHooks != 0 {
-		flags += fmt.Sprintf(" --slow-hooks %v", r.SlowHooks)
-	}
-	if r.Lease != 0 {
-		flags += fmt.Sprintf(" --lease %v", r.Lease)
-	}
+	flags := r.Config.flags()
 	fmt.Fprintf(&b, "replay: go run ./cmd/homelock sim --seed %d%s --trace\n", r.Seed, flags)
 	if flags == "" {
 		fmt.Fprintf(&b, "    or: go test ./cluster_test -run TestSimSeeds -sim.seed=%d -v\n", r.Seed)
 	}
 	return b.String()
+}
+
+// flags is the homelock sim flags that give c's seed c, beyond --seed: the
+// fields that are not the seed's defaults.
+func (c SimConfig) flags() string {
+	def := DefaultSimConfig(c.Seed)
+	var flags string
+	if c.Nodes != 0 && c.Nodes != def.Nodes {
+		flags += fmt.Sprintf(" --nodes %d", c.Nodes)
+	}
+	if c.Duration != 0 && c.Duration != def.Duration {
+		flags += fmt.Sprintf(" --duration %v", c.Duration)
+	}
+	if c.FaultFraction != 0 && c.FaultFraction != def.FaultFraction {
+		flags += fmt.Sprintf(" --fault-fraction %v", c.FaultFraction)
+	}
+	if c.SlowHooks != 0 {
+		flags += fmt.Sprintf(" --slow-hooks %v", c.SlowHooks)
+	}
+	if c.Lease != 0 {
+		flags += fmt.Sprintf(" --lease %v", c.Lease)
+	}
+	if c.Lockers != def.Lockers {
+		flags += fmt.Sprintf(" --lockers %d", c.Lockers)
+	}
+	if c.HotKeys != def.HotKeys {
+		flags += fmt.Sprintf(" --hot-keys %d", c.HotKeys)
+	}
+	if c.ColdKeys != def.ColdKeys {
+		flags += fmt.Sprintf(" --cold-keys %d", c.ColdKeys)
+	}
+	return flags
 }
 
 // Run executes one seeded schedule and checks every invariant as it goes.

@@ -177,28 +177,37 @@ func TestSimSlowHooks(t *testing.T) {
 	}
 }
 
-// TestSimReportReplaysConfig: a failing run's replay command carries the
-// cluster size, duration and hooks' time when they are not the seed's
-// defaults.
+// TestSimReportReplaysConfig: a failing run's replay command carries every
+// field of its configuration that is not the seed's default, and a
+// scripted schedule's report sends the reader to its test.
 func TestSimReportReplaysConfig(t *testing.T) {
-	seed := uint64(5)
+	const seed = 5
 	def := DefaultSimConfig(seed)
-	r := Result{Seed: seed, Nodes: def.Nodes + 1, Duration: time.Minute}
-	want := fmt.Sprintf("sim --seed 5 --nodes %d --duration 1m0s --trace", def.Nodes+1)
-	if rep := r.Report(); !strings.Contains(rep, want) || strings.Contains(rep, "go test") {
-		t.Fatalf("report does not replay the configuration (want %q):\n%s", want, rep)
+	with := func(f func(c *SimConfig)) Result {
+		c := DefaultSimConfig(seed)
+		f(&c)
+		return Result{Seed: seed, Config: c}
 	}
-	r = Result{Seed: seed, Nodes: def.Nodes, Duration: def.Duration, SlowHooks: 1200 * time.Millisecond}
-	if rep := r.Report(); !strings.Contains(rep, "sim --seed 5 --slow-hooks 1.2s --trace") || strings.Contains(rep, "go test") {
-		t.Fatalf("slow hooks' replay:\n%s", rep)
+	for _, tc := range []struct {
+		r    Result
+		want string
+	}{
+		{with(func(c *SimConfig) { c.Nodes, c.Duration = def.Nodes+1, time.Minute }), fmt.Sprintf("sim --seed 5 --nodes %d --duration 1m0s --trace", def.Nodes+1)},
+		{with(func(c *SimConfig) { c.SlowHooks = 1200 * time.Millisecond }), "sim --seed 5 --slow-hooks 1.2s --trace"},
+		{with(func(c *SimConfig) { c.SlowHooks, c.Lease = 300*time.Millisecond, 400*time.Millisecond }), "sim --seed 5 --slow-hooks 300ms --lease 400ms --trace"},
+		{with(func(c *SimConfig) { c.Duration, c.FaultFraction = time.Minute, 0.8 }), "sim --seed 5 --duration 1m0s --fault-fraction 0.8 --trace"},
+		{with(func(c *SimConfig) { c.Lockers, c.HotKeys, c.ColdKeys = 4, 1, 0 }), "sim --seed 5 --lockers 4 --hot-keys 1 --cold-keys 0 --trace"},
+		{with(func(c *SimConfig) { c.ColdKeys = 200 }), "sim --seed 5 --cold-keys 200 --trace"},
+	} {
+		if rep := tc.r.Report(); !strings.Contains(rep, tc.want) || strings.Contains(rep, "go test") {
+			t.Errorf("report does not replay the configuration (want %q):\n%s", tc.want, rep)
+		}
 	}
-	r = Result{Seed: seed, Nodes: def.Nodes, Duration: def.Duration, SlowHooks: 300 * time.Millisecond, Lease: 400 * time.Millisecond}
-	if rep := r.Report(); !strings.Contains(rep, "sim --seed 5 --slow-hooks 300ms --lease 400ms --trace") || strings.Contains(rep, "go test") {
-		t.Fatalf("a lease's replay:\n%s", rep)
+	if rep := with(func(*SimConfig) {}).Report(); !strings.Contains(rep, "sim --seed 5 --trace") || !strings.Contains(rep, "-sim.seed=5") {
+		t.Errorf("default configuration's replay:\n%s", rep)
 	}
-	r = Result{Seed: seed, Nodes: def.Nodes, Duration: def.Duration}
-	if rep := r.Report(); !strings.Contains(rep, "sim --seed 5 --trace") || !strings.Contains(rep, "-sim.seed=5") {
-		t.Fatalf("default configuration's replay:\n%s", rep)
+	if rep := with(func(c *SimConfig) { c.Script, c.Lockers = func(*Sim) {}, 0 }).Report(); strings.Contains(rep, "homelock sim") || !strings.Contains(rep, "the test that scripts this schedule") {
+		t.Errorf("a scripted schedule's report offers a random replay:\n%s", rep)
 	}
 }
 

@@ -62,7 +62,7 @@ func (s *Sim) startWorkload() {
 	for i := 0; i < s.cfg.HotKeys; i++ {
 		s.hotKeys = append(s.hotKeys, fmt.Sprintf("hot-%d", i))
 	}
-	for i := 0; i < max(1, s.cfg.ColdKeys); i++ {
+	for i := 0; i < s.cfg.ColdKeys; i++ {
 		s.coldKeys = append(s.coldKeys, fmt.Sprintf("cold-%d", i))
 	}
 	for _, n := range s.nodes {
@@ -80,9 +80,14 @@ func (s *Sim) scheduleLock(n *simNode, after time.Duration) {
 }
 
 func (s *Sim) lockStart(n *simNode, e *event) {
-	key := s.keyName(false, s.rng.IntN(max(1, s.cfg.ColdKeys)))
-	if s.rng.Float64() < 0.6 && s.cfg.HotKeys > 0 {
+	var key string
+	if s.cfg.ColdKeys == 0 {
 		key = s.keyName(true, s.rng.IntN(s.cfg.HotKeys))
+	} else {
+		key = s.keyName(false, s.rng.IntN(s.cfg.ColdKeys))
+		if s.rng.Float64() < 0.6 && s.cfg.HotKeys > 0 {
+			key = s.keyName(true, s.rng.IntN(s.cfg.HotKeys))
+		}
 	}
 	cs := &critical{key: key}
 	var lease time.Duration

@@ -430,10 +430,7 @@ func (s *Sim) result() Result {
 		HealedAfter: -1,
 		Epochs:      s.heal.maxEpoch,
 		EpochBudget: s.heal.budget,
-		Nodes:       s.cfg.Nodes,
-		Duration:    s.cfg.Duration,
-		SlowHooks:   s.cfg.SlowHooks,
-		Lease:       s.cfg.Lease,
+		Config:      s.cfg,
 	}
 	if !s.heal.at.IsZero() {
 		r.HealedAfter = s.heal.at.Sub(s.heal.from)

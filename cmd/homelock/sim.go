@@ -34,15 +34,20 @@ type simReport struct {
 }
 
 func runSim(args []string, stdout, stderr io.Writer) int {
+	def := clustertest.DefaultSimConfig(1)
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	seeds := fs.Int("seeds", 1000, "number of seeds to run, starting at --first")
 	first := fs.Uint64("first", 1, "first seed")
 	seed := fs.Uint64("seed", 0, "run only this seed (a replay)")
 	nodes := fs.Int("nodes", 0, fmt.Sprintf("initial nodes, %d to %d (default: varies by seed)", clustertest.MinSimNodes, clustertest.MaxSimNodes))
-	duration := fs.Duration("duration", clustertest.MinSimDuration, fmt.Sprintf("simulated time per seed, at least %v (faults in its first 55%%)", clustertest.MinSimDuration))
+	duration := fs.Duration("duration", clustertest.MinSimDuration, fmt.Sprintf("simulated time per seed, at least %v (faults in its first --fault-fraction)", clustertest.MinSimDuration))
 	slowHooks := fs.Duration("slow-hooks", 0, fmt.Sprintf("every store hook takes this long, up to %v (default: up to 2ms); each handoff waits for two, so lengthen --duration with it", clustertest.MaxSlowHooks))
 	lease := fs.Duration("lease", 0, fmt.Sprintf("the delegation lease asked for and the homes' MaxLease, %v to %v (default: 1s)", clustertest.MinSimLease, clustertest.MaxSimLease))
+	faultFraction := fs.Float64("fault-fraction", def.FaultFraction, fmt.Sprintf("the share of --duration with faults, %v to %v, leaving at least %v healed", clustertest.MinSimFaultFraction, clustertest.MaxSimFaultFraction, clustertest.MinSimHealed))
+	lockers := fs.Int("lockers", def.Lockers, fmt.Sprintf("concurrent workload lockers per node, 1 to %d", clustertest.MaxSimLockers))
+	hotKeys := fs.Int("hot-keys", def.HotKeys, fmt.Sprintf("keys every node contends, 0 to %d", clustertest.MaxSimHotKeys))
+	coldKeys := fs.Int("cold-keys", def.ColdKeys, fmt.Sprintf("keys locked now and then, 0 to %d (with 0, every lock takes a hot key)", clustertest.MaxSimColdKeys))
 	trace := fs.Bool("trace", false, "print every event of the run (with --seed)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "seeds run in parallel")
@@ -70,12 +75,29 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "homelock sim: --lease must be %v to %v, got %v\n", clustertest.MinSimLease, clustertest.MaxSimLease, *lease)
 		return 2
 	}
+	if *faultFraction < clustertest.MinSimFaultFraction || *faultFraction > clustertest.MaxSimFaultFraction {
+		fmt.Fprintf(stderr, "homelock sim: --fault-fraction must be %v to %v, got %v\n", clustertest.MinSimFaultFraction, clustertest.MaxSimFaultFraction, *faultFraction)
+		return 2
+	}
+	if healed := *duration - time.Duration(float64(*duration)**faultFraction); healed < clustertest.MinSimHealed {
+		fmt.Fprintf(stderr, "homelock sim: --duration %v with --fault-fraction %v leaves %v healed, less than %v: lengthen --duration\n", *duration, *faultFraction, healed, clustertest.MinSimHealed)
+		return 2
+	}
+	if *lockers < 1 || *lockers > clustertest.MaxSimLockers {
+		fmt.Fprintf(stderr, "homelock sim: --lockers must be 1 to %d, got %d\n", clustertest.MaxSimLockers, *lockers)
+		return 2
+	}
+	if *hotKeys < 0 || *hotKeys > clustertest.MaxSimHotKeys || *coldKeys < 0 || *coldKeys > clustertest.MaxSimColdKeys || *hotKeys+*coldKeys == 0 {
+		fmt.Fprintf(stderr, "homelock sim: --hot-keys must be 0 to %d and --cold-keys 0 to %d, not both 0; got %d and %d\n", clustertest.MaxSimHotKeys, clustertest.MaxSimColdKeys, *hotKeys, *coldKeys)
+		return 2
+	}
 	config := func(s uint64) clustertest.SimConfig {
 		c := clustertest.DefaultSimConfig(s)
 		if *nodes != 0 {
 			c.Nodes = *nodes
 		}
 		c.Duration, c.SlowHooks, c.Lease = *duration, *slowHooks, *lease
+		c.FaultFraction, c.Lockers, c.HotKeys, c.ColdKeys = *faultFraction, *lockers, *hotKeys, *coldKeys
 		return c
 	}
 	if *seed != 0 {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"syscall"
@@ -63,4 +64,45 @@ func TestSimLeaseFlag(t *testing.T) {
 	var out, errOut lockedBuffer
 	require.Equal(t, 2, runSim([]string{"--seeds", "1", "--lease", "3s"}, &out, &errOut))
 	require.Contains(t, errOut.String(), "--lease must be 150ms to 2.9s, got 3s")
+}
+
+// The workload's shape flags reach the schedule: one hot key and no cold
+// ones is every workload lock on hot-0, more lockers admit more sections;
+// out of their bounds they are refused.
+func TestSimWorkloadFlags(t *testing.T) {
+	run := func(args ...string) (int, string, string) {
+		var stdout, stderr lockedBuffer
+		code := runSim(args, &stdout, &stderr)
+		return code, stdout.String(), stderr.String()
+	}
+	code, out, errOut := run("--seed", "3", "--hot-keys", "1", "--cold-keys", "0", "--lockers", "4", "--trace")
+	require.Equal(t, 0, code, "%s%s", out, errOut)
+	require.Contains(t, out, "hot-0")
+	require.NotContains(t, out, "cold-")
+	require.NotContains(t, out, "hot-1")
+
+	admissions := func(args ...string) int {
+		code, out, errOut := run(append([]string{"--seed", "3"}, args...)...)
+		require.Equal(t, 0, code, "%s%s", out, errOut)
+		var seed uint64
+		var events, n int
+		_, err := fmt.Sscanf(out, "seed %d: no violation (%d events, %d admissions", &seed, &events, &n)
+		require.NoError(t, err, out)
+		return n
+	}
+	require.Greater(t, admissions("--lockers", "6"), admissions())
+
+	for _, tc := range []struct{ args, want string }{
+		{"--lockers 0", "--lockers must be 1 to 8, got 0"},
+		{"--lockers 9", "--lockers must be 1 to 8, got 9"},
+		{"--hot-keys 0 --cold-keys 0", "not both 0; got 0 and 0"},
+		{"--hot-keys 17", "--hot-keys must be 0 to 16"},
+		{"--cold-keys 201", "--cold-keys 0 to 200"},
+		{"--fault-fraction 0.95", "--fault-fraction must be 0.1 to 0.9, got 0.95"},
+		{"--fault-fraction 0.6", "--duration 20s with --fault-fraction 0.6 leaves 8s healed, less than 9s"},
+	} {
+		code, _, errOut := run(append([]string{"--seeds", "1"}, strings.Fields(tc.args)...)...)
+		require.Equal(t, 2, code, tc.args)
+		require.Contains(t, errOut, tc.want, tc.args)
+	}
 }
