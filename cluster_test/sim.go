@@ -149,16 +149,21 @@ func (r Result) Report() string {
 	for _, l := range r.Trace {
 		fmt.Fprintf(&b, "  %s\n", l)
 	}
-	if r.Config.Script != nil {
-		fmt.Fprintf(&b, "replay: the test that scripts this schedule, seed %d\n", r.Seed)
-		return b.String()
-	}
-	flags := r.Config.flags()
-	fmt.Fprintf(&b, "replay: go run ./cmd/homelock sim --seed %d%s --trace\n", r.Seed, flags)
-	if flags == "" {
+	fmt.Fprintf(&b, "replay: %s\n", r.Replay())
+	if r.Config.Script == nil && r.Config.flags() == "" {
 		fmt.Fprintf(&b, "    or: go test ./cluster_test -run TestSimSeeds -sim.seed=%d -v\n", r.Seed)
 	}
 	return b.String()
+}
+
+// Replay is the command that runs r's schedule again with every event
+// printed: its seed and every field of its configuration that is not the
+// seed's default. A scripted schedule is its test's to run.
+func (r Result) Replay() string {
+	if r.Config.Script != nil {
+		return fmt.Sprintf("the test that scripts this schedule, seed %d", r.Seed)
+	}
+	return fmt.Sprintf("go run ./cmd/homelock sim --seed %d%s --trace", r.Seed, r.Config.flags())
 }
 
 // flags is the homelock sim flags that give c's seed c, beyond --seed: the

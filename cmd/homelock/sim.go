@@ -31,6 +31,8 @@ type simReport struct {
 	WallSeconds    float64        `json:"wall_seconds"`
 	Faults         map[string]int `json:"faults"`
 	FailingSeeds   []uint64       `json:"failing_seeds,omitempty"`
+	Events         int64          `json:"events"`
+	Admissions     int64          `json:"admissions"`
 }
 
 func runSim(args []string, stdout, stderr io.Writer) int {
@@ -131,11 +133,14 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 			progressbar.OptionSetDescription("seeds"), progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionShowIts())
 	}
 	var (
-		mu      sync.Mutex
-		faults  = map[string]int{}
-		failing []clustertest.Result
-		next    atomic.Uint64
-		wg      sync.WaitGroup
+		mu     sync.Mutex
+		faults = map[string]int{}
+		// events and admissions show how much each seed ran: a workload
+		// that admits little checks little.
+		events, admissions int64
+		failing            []clustertest.Result
+		next               atomic.Uint64
+		wg                 sync.WaitGroup
 	)
 	next.Store(*first)
 	last := *first + uint64(*seeds)
@@ -170,6 +175,8 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 				}
 				r := clustertest.Run(config(s))
 				mu.Lock()
+				events += int64(r.Events)
+				admissions += int64(r.Admissions)
 				for k, v := range r.Faults {
 					if v > 0 {
 						faults[k]++
@@ -179,7 +186,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 					failing = append(failing, r)
 					// At once, not only at the end: a long run shows its
 					// failures while it goes on.
-					fmt.Fprintf(stderr, "\nseed %d: %s (replay: homelock sim --seed %d --trace)\n", s, r.Violations[0].Invariant, s)
+					fmt.Fprintf(stderr, "\nseed %d: %s (replay: %s)\n", s, r.Violations[0].Invariant, r.Replay())
 				}
 				mu.Unlock()
 				if bar != nil {
@@ -203,7 +210,8 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	}
 	sort.Slice(failing, func(i, j int) bool { return failing[i].Seed < failing[j].Seed })
 	rep := simReport{Seeds: ran, FirstSeed: *first, LastSeed: *first + uint64(ran) - 1, Violations: len(failing),
-		SeedsPerSecond: float64(ran) / wall.Seconds(), WallSeconds: wall.Seconds(), Faults: faults}
+		SeedsPerSecond: float64(ran) / wall.Seconds(), WallSeconds: wall.Seconds(), Faults: faults,
+		Events: events, Admissions: admissions}
 	if stopped {
 		rep.Stopped = sig.Signal.String()
 	}
@@ -220,6 +228,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "stopped by:       %v, after %d of %d seeds\n", sig.Signal, ran, *seeds)
 		}
 		fmt.Fprintf(stdout, "violations:       %d\nseeds per second: %.1f\nwall time:        %v\n", rep.Violations, rep.SeedsPerSecond, wall.Round(time.Millisecond))
+		if ran > 0 {
+			fmt.Fprintf(stdout, "a seed ran:       %d events, %d admissions (mean)\n", events/int64(ran), admissions/int64(ran))
+		}
 		fmt.Fprintln(stdout, "schedules exercising each fault kind:")
 		kinds := make([]string, 0, len(faults))
 		for k := range faults {
