@@ -230,6 +230,7 @@ func TestSimFoundSeeds(t *testing.T) {
 	batchGC(t)
 	for _, seed := range []uint64{
 		58450,   // checker: a Grant re-sent after its delegation ended is no new grant
+		250833,  // checker: a re-sent Grant answers its request, which then waits no more (FIFO)
 		150625,  // checker: a Withdraw ends the wait the home queued for an older request
 		154709,  // checker: a late reply to an attempt sent before a renewal extends nothing
 		187680,  // checker: a home's own delegation renews in the step that granted it

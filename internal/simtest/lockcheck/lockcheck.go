@@ -579,6 +579,7 @@ func (c *Checker) withinLiveness(n Node, what, key string, tok fence.Token, leas
 
 func (c *Checker) grantSent(n Node, o *observed, g msg.Grant) {
 	if d := c.find(g.Key, g.Token); d != nil && d.home.node == n.Index() {
+		c.answeredRequest(n, g, o.env.To)
 		return // a re-sent Grant: no new delegation, no new expiry
 	}
 	if p, ok := c.grantedBy[delegKey{g.Key, g.Token}]; ok && p == c.proc(n) {
@@ -587,6 +588,7 @@ func (c *Checker) grantSent(n Node, o *observed, g msg.Grant) {
 		// retransmission before its first tick expires the delegation):
 		// the Grant echoes the attempt it first answered, so its holder
 		// anchors the lease there and gains nothing (D1 still judges it).
+		c.answeredRequest(n, g, o.env.To)
 		return
 	}
 	c.grantedBy[delegKey{g.Key, g.Token}] = c.proc(n)
@@ -910,6 +912,26 @@ func (c *Checker) acquireReceived(n Node, o *observed, a msg.Acquire) {
 		st.latest = o.at
 	}
 	st.lastHeard, st.maybeGone = now, false
+}
+
+// answeredRequest: a re-sent Grant answers its request with the delegation
+// the home keeps for it, and the home queues no waiter under a request its
+// live delegation answers (home.Machine.Acquire), so that request no longer
+// waits there. Without this, a retransmission a home answered after a pause
+// counted as the requester queued from then on, and its next request as the
+// same wait (seed 250,833: FIFO judged from the old request's receipt).
+func (c *Checker) answeredRequest(n Node, g msg.Grant, to msg.NodeID) {
+	p := c.proc(n)
+	st := c.streaks[streakKey{p, g.Key, to}]
+	if st == nil {
+		return
+	}
+	if i := slices.Index(st.reqs, g.Req); i >= 0 {
+		st.reqs = slices.Delete(st.reqs, i, i+1)
+		if len(st.reqs) == 0 {
+			c.endStreak(p, g.Key, to)
+		}
+	}
 }
 
 func (c *Checker) endStreak(home procKey, key string, from msg.NodeID) {
