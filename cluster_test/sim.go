@@ -166,8 +166,8 @@ func (r Result) Replay() string {
 	return fmt.Sprintf("go run ./cmd/homelock sim --seed %d%s --trace", r.Seed, r.Config.flags())
 }
 
-// flags is the homelock sim flags that give c's seed c, beyond --seed: the
-// fields that are not the seed's defaults.
+// flags returns the homelock sim flags, beyond --seed, that rebuild c from
+// its seed: one for each field that differs from DefaultSimConfig(c.Seed).
 func (c SimConfig) flags() string {
 	def := DefaultSimConfig(c.Seed)
 	var flags string
