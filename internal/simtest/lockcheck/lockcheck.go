@@ -746,15 +746,8 @@ func (c *Checker) received(n Node, o *observed) *deleg {
 		// newest it heard while the waiter was queued (a late retransmission
 		// of a request granted since queues anew, under that old request).
 		// Where the checker cannot tell which, the wait may be over or not.
-		if st := c.streaks[streakKey{p, b.Key, o.env.From.ID}]; st != nil {
-			if i := slices.Index(st.reqs, b.Req); i >= 0 {
-				st.reqs = slices.Delete(st.reqs, i, i+1)
-				if len(st.reqs) == 0 {
-					c.endStreak(p, b.Key, o.env.From.ID)
-				} else {
-					st.maybeGone = true
-				}
-			}
+		if st := c.dropRequest(p, b.Key, o.env.From.ID, b.Req); st != nil {
+			st.maybeGone = true
 		}
 		// A delegation granted to the withdrawn request is over at its home
 		// (the holder sent Withdraw while the request was outstanding, so it
@@ -921,17 +914,27 @@ func (c *Checker) acquireReceived(n Node, o *observed, a msg.Acquire) {
 // counted as the requester queued from then on, and its next request as the
 // same wait (seed 250,833: FIFO judged from the old request's receipt).
 func (c *Checker) answeredRequest(n Node, g msg.Grant, to msg.NodeID) {
-	p := c.proc(n)
-	st := c.streaks[streakKey{p, g.Key, to}]
+	c.dropRequest(c.proc(n), g.Key, to, g.Req)
+}
+
+// dropRequest takes req out of from's wait for key at home, ending the wait
+// when no request of it is left. It returns the wait if req was in it and
+// others remain, and nil otherwise.
+func (c *Checker) dropRequest(home procKey, key string, from msg.NodeID, req msg.RequestID) *streak {
+	st := c.streaks[streakKey{home, key, from}]
 	if st == nil {
-		return
+		return nil
 	}
-	if i := slices.Index(st.reqs, g.Req); i >= 0 {
-		st.reqs = slices.Delete(st.reqs, i, i+1)
-		if len(st.reqs) == 0 {
-			c.endStreak(p, g.Key, to)
-		}
+	i := slices.Index(st.reqs, req)
+	if i < 0 {
+		return nil
 	}
+	st.reqs = slices.Delete(st.reqs, i, i+1)
+	if len(st.reqs) == 0 {
+		c.endStreak(home, key, from)
+		return nil
+	}
+	return st
 }
 
 func (c *Checker) endStreak(home procKey, key string, from msg.NodeID) {
