@@ -32,6 +32,9 @@ const (
 	invDeadHolder   = "L6 a dead holder's lease is waited out"
 	invRenewOnTime  = "L7 renewal at half the lease"
 	invWorkload     = "W1 every live node's workload runs after the heal"
+	// invClockModel is the simulator's own: a lease clock is monotonic,
+	// and a model that lets one go back tests nothing a real node meets.
+	invClockModel = "simulator: a lease clock never goes back"
 )
 
 // handOnBound is how soon after a section ends a waiter on its key must be

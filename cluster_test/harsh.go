@@ -145,7 +145,9 @@ func (s *Sim) clockRate() float64 {
 // While the process is paused its clock is modelled as counting (every
 // check sees a plain pause); at the resume the clock is found behind by
 // the whole stall: from then on every reading is the stall shorter. The
-// process never reads its clock in between, so its readings never go back.
+// stall ends at the resume that ends the pause, whichever it is
+// (endStall), so the process never reads its clock in between, and its
+// readings never go back.
 type clockStall struct{ from, to time.Time }
 
 func (n *simNode) stalledLocal(t time.Time) time.Time {
@@ -300,16 +302,34 @@ func (s *Sim) stallSuspend(n *simNode, d time.Duration) {
 	s.faults["clock_jump"]++
 	s.budget(2) // a pause long enough to be agreed down, and its rejoin
 	s.pause(n)
-	from, gen := s.now, n.gen
+	from := s.now
+	n.stallFrom, n.stallUntil = from, from.Add(d)
 	s.trace("suspend %s, lease clock stopped", n.id)
 	s.After(d, func() {
-		if n.core == nil || !n.paused || n.gen != gen {
-			return // crashed meanwhile: a machine that ran
+		if n.stallFrom != from {
+			return // crashed or resumed meanwhile (endStall)
 		}
-		n.stalls = append(n.stalls, clockStall{from: from, to: s.now})
-		n.observeClocks(s)
 		s.resume(n)
 	})
+}
+
+// endStall ends the suspend n's lease clock misses, if one lasts, as n
+// resumes, whichever fault resumes it (the suspend's own timer, another
+// pause's, the heal): the stall is recorded and the core judges the jump
+// before anything else runs. A stall recorded later than the resume would
+// cover time n ran in, and n's clock would then read earlier than it read
+// before: the home's queue would hold a waiter that joined "before" one
+// that had waited longer (seed 691,285).
+func (s *Sim) endStall(n *simNode) {
+	if n.stallFrom.IsZero() {
+		return
+	}
+	if s.now.Before(n.stallUntil) {
+		s.faults["clock_jump_cut_short"]++
+	}
+	n.stalls = append(n.stalls, clockStall{from: n.stallFrom, to: s.now})
+	n.stallFrom = time.Time{}
+	n.observeClocks(s)
 }
 
 // jumpedAnchor is the schedule of the clock-jump anchor hazard (H9): n2
@@ -374,6 +394,9 @@ func (s *Sim) deliverOld(m oldMsg) {
 // before its first tick, as goroutines woken by a resume may run.
 func (s *Sim) resumeMessagesFirst(n *simNode) {
 	if n.core == nil || !n.paused {
+		return
+	}
+	if s.endStall(n); n.core == nil || !n.paused {
 		return
 	}
 	s.trace("resume %s, messages first", n.id)

@@ -22,6 +22,11 @@ type simNode struct {
 	// stalls are the suspends this clock missed (clockjump.go): empty but
 	// for clock-jump schedules.
 	stalls []clockStall
+	// stallFrom is when the suspend its clock misses began, while one
+	// lasts (zero otherwise), and stallUntil when its own timer ends it.
+	stallFrom, stallUntil time.Time
+	// lastRead is its lease clock's last reading by a timer step.
+	lastRead time.Time
 
 	disk disk
 	core *core.Node
@@ -193,7 +198,12 @@ func (n *simNode) tick(s *Sim) {
 // clock, as the driver does on every timer step, and lets the core judge a
 // jump (core.ObserveClocks).
 func (n *simNode) observeClocks(s *Sim) {
-	r, ahead := n.core.ObserveClocks(s.now, n.local(s.now), s.now)
+	now := n.local(s.now)
+	if now.Before(n.lastRead) {
+		s.check.fail(invClockModel, "%s's lease clock read %v, %v before its last reading", n.id, now.Sub(simBase), n.lastRead.Sub(now))
+	}
+	n.lastRead = now
+	r, ahead := n.core.ObserveClocks(s.now, now, s.now)
 	if ahead > 0 {
 		s.trace("clock jump %s", n.id)
 		s.indep.ClockJumped(n)
@@ -281,6 +291,7 @@ func (s *Sim) crash(n *simNode) {
 	n.core = nil
 	n.gen++
 	n.paused = false
+	n.stallFrom = time.Time{}
 	n.deferred = nil
 	n.tickSeq = 0
 }
@@ -307,6 +318,9 @@ func (s *Sim) pause(n *simNode) {
 
 func (s *Sim) resume(n *simNode) {
 	if n.core == nil || !n.paused {
+		return
+	}
+	if s.endStall(n); n.core == nil || !n.paused {
 		return
 	}
 	s.trace("resume %s", n.id)
