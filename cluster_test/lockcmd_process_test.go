@@ -64,9 +64,17 @@ func homeStopsUnderHolder(t *testing.T, bin, dir string, procs []*hlProc) {
 	n3 := procs[2]
 	// A leaving node hands its keys off only while every other member looks
 	// alive in gossip (docs/membership.md); n2 was just SIGSTOPped.
+	// n2 may have been agreed down meanwhile and be rejoining; the last
+	// status says which, should the wait time out.
+	var last string
 	waitFor(t, 30*time.Second, "n3 to see every member alive", func() bool {
 		st, err := statusOf(bin, n3.api)
-		if err != nil || len(st.Members) != 3 {
+		if err != nil {
+			last = err.Error()
+			return false
+		}
+		last = fmt.Sprintf("epoch %d, phase %q, available %v (%s), members %+v", st.Epoch, st.Phase, st.Available, st.Reason, st.Members)
+		if len(st.Members) != 3 {
 			return false
 		}
 		for _, m := range st.Members {
@@ -75,6 +83,14 @@ func homeStopsUnderHolder(t *testing.T, bin, dir string, procs []*hlProc) {
 			}
 		}
 		return true
+	}, func() string { return "n3's last status: " + last }, func() string {
+		select {
+		case err := <-procs[1].done:
+			procs[1].done <- err
+			return fmt.Sprintf("n2 exited: %v", err)
+		default:
+			return "n2 runs"
+		}
 	})
 	first, exited := startHeld(t, bin, procs[0].api, key, script, started)
 	if err := n3.cmd.Process.Signal(syscall.SIGTERM); err != nil {

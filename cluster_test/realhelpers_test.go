@@ -330,13 +330,18 @@ func (c *rcluster) settle(d time.Duration) {
 	waitFor(c.t, d, "replication settled", c.kvnet.Settled)
 }
 
-// waitFor polls cond until it holds or d passes (then fails the test).
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+// waitFor polls cond until it holds or d passes (then fails the test,
+// with what each detail says).
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool, detail ...func() string) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
+			var more string
+			for _, f := range detail {
+				more += "; " + f()
+			}
+			t.Fatalf("timed out after %v waiting for %s%s", d, what, more)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
