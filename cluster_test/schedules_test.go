@@ -124,6 +124,47 @@ func TestJumpedAnchorSchedule(t *testing.T) {
 	}
 }
 
+// TestCutShortSuspend: a suspend that another fault resumes early ends
+// there. n2 is suspended (its lease clock stopped) for a second, resumed by
+// another fault after 200 ms, runs, and is paused again before the
+// suspend's own timer: the stall is the 200 ms it was paused, the jump is
+// taken at that resume, and the suspend's timer ends nothing. Before, the
+// timer recorded a stall over the time n2 ran in, and its clock went back
+// (seed 691,285).
+func TestCutShortSuspend(t *testing.T) {
+	for seed := uint64(1); seed <= 10; seed++ {
+		var stalls []clockStall
+		var at time.Time
+		var pausedAtTimer bool
+		r := Run(fixedSchedule(seed, func(s *Sim) {
+			start := simEpochLease + simSkew + 300*time.Millisecond
+			n2 := s.Node("n2")
+			s.After(start, func() {
+				at = s.now
+				s.LockKey("n2", s.keyHomedAt("n1"))
+				s.stallSuspend(n2, time.Second)
+			})
+			s.After(start+200*time.Millisecond, func() { s.Resume("n2") })
+			s.After(start+400*time.Millisecond, func() { s.Pause("n2") })
+			s.After(start+time.Second+time.Millisecond, func() {
+				pausedAtTimer = n2.paused
+				stalls = slices.Clone(n2.stalls)
+			})
+			s.After(start+1500*time.Millisecond, func() { s.Resume("n2") })
+		}))
+		if r.Failed() {
+			t.Fatal(r.Report())
+		}
+		want := []clockStall{{from: at, to: at.Add(200 * time.Millisecond)}}
+		if !slices.Equal(stalls, want) || !pausedAtTimer {
+			t.Fatalf("seed %d: stalls %v (paused after the suspend's timer: %v), want %v and still paused", seed, stalls, pausedAtTimer, want)
+		}
+		if r.Faults["clock_jump_cut_short"] != 1 || r.Faults["clock_jump"] != 1 {
+			t.Fatalf("seed %d: faults %v, want one clock jump, cut short", seed, r.Faults)
+		}
+	}
+}
+
 // TestHomeLeavesUnderSection: a section keeps its lock when its
 // key's home leaves, or closes (SIGTERM): the old home hands the delegation
 // to the new one. On the protocol before lock protocol v3 the section was
