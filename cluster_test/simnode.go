@@ -19,7 +19,7 @@ type simNode struct {
 	member msg.Member
 	// clock is the node's clock (offset and rate within the drift bound).
 	clock simtest.Clock
-	// stalls are the suspends this clock missed (clockjump.go): empty but
+	// stalls are the suspends this clock missed (harsh.go): empty but
 	// for clock-jump schedules.
 	stalls []clockStall
 	// stallFrom is when the suspend its clock misses began, while one
