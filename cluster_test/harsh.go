@@ -313,6 +313,17 @@ func (s *Sim) stallSuspend(n *simNode, d time.Duration) {
 	})
 }
 
+// resuming is where every resume of n begins: it reports whether n runs
+// paused, ending the stall of a suspend it is in first (endStall), so that
+// no resume path can leave one open.
+func (s *Sim) resuming(n *simNode) bool {
+	if n.core == nil || !n.paused {
+		return false
+	}
+	s.endStall(n)
+	return n.core != nil && n.paused
+}
+
 // endStall ends the suspend n's lease clock misses, if one lasts, as n
 // resumes, whichever fault resumes it (the suspend's own timer, another
 // pause's, the heal): the stall is recorded and the core judges the jump
@@ -393,10 +404,7 @@ func (s *Sim) deliverOld(m oldMsg) {
 // resumeMessagesFirst resumes n with the messages that waited handled
 // before its first tick, as goroutines woken by a resume may run.
 func (s *Sim) resumeMessagesFirst(n *simNode) {
-	if n.core == nil || !n.paused {
-		return
-	}
-	if s.endStall(n); n.core == nil || !n.paused {
+	if !s.resuming(n) {
 		return
 	}
 	s.trace("resume %s, messages first", n.id)

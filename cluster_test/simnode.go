@@ -317,10 +317,7 @@ func (s *Sim) pause(n *simNode) {
 }
 
 func (s *Sim) resume(n *simNode) {
-	if n.core == nil || !n.paused {
-		return
-	}
-	if s.endStall(n); n.core == nil || !n.paused {
+	if !s.resuming(n) {
 		return
 	}
 	s.trace("resume %s", n.id)
