@@ -127,8 +127,9 @@ type Config struct {
 	// Skew is added wherever one node's expiry must follow another's: homes
 	// keep a delegation Skew longer than its holder. Validate requires at
 	// least 2 × MaxDrift × max(EpochLease, MaxLease) plus a margin. If wall
-	// time ever outruns the lease clock by more than Skew between two ticks,
-	// the node drops every delegation it holds (a clock jump).
+	// time ever outruns the lease clock by more than Skew × (1 − MaxDrift) / 2,
+	// added up over the last EpochLease, the node drops every delegation it
+	// holds (a clock jump).
 	Skew time.Duration
 
 	// MaxDrift bounds the clock rate drift between nodes (0.01 = 1%); holders

@@ -118,7 +118,7 @@ func newChecker(s *Sim) *checker {
 		lastAdmit:       make(map[string]time.Time),
 		renewSent:       make(map[string]renewMark),
 	}
-	c.agree = simtest.Agreement[*simNode]{Fail: c.fail, EpochLease: simEpochLease, Base: simBase}
+	c.agree = simtest.Agreement[*simNode]{Fail: c.fail, EpochLease: simEpochLease, Lag: simJumpAfter, Base: simBase}
 	return c
 }
 

@@ -359,6 +359,32 @@ func jumpedAnchor(s *Sim) {
 	s.After(at+simLease+simSkew+100*time.Millisecond, func() { s.LockKey("n3", key) })
 }
 
+// addedStalls is the schedule of stalls that add up (H9): n2 holds a key
+// homed at n1 in a 5 s section, cut off from n1, while n3 asks for the key;
+// n2 is suspended four times with its lease clock stopped, 70 ms each
+// (each under JumpAfter, 74 ms here), and resumed each time by another
+// fault. Together its clock falls 280 ms behind, more than Skew: unless the
+// lag adds up to a jump, n2's section outlives the delegation n1 waited
+// out, and n1 grants n3.
+func addedStalls(s *Sim) {
+	start := simEpochLease + simSkew + 300*time.Millisecond
+	n2 := s.Node("n2")
+	var key string
+	s.After(start, func() {
+		key = s.keyHomedAt("n1")
+		s.LockKeyFor("n2", key, 5*time.Second)
+	})
+	s.After(start+200*time.Millisecond, func() {
+		s.Cut("n1", "n2")
+		s.LockKey("n3", key)
+	})
+	for i := range 4 {
+		at := start + 300*time.Millisecond + time.Duration(i)*130*time.Millisecond
+		s.After(at, func() { s.stallSuspend(n2, time.Second) })
+		s.After(at+70*time.Millisecond, func() { s.Resume("n2") })
+	}
+}
+
 // oldReplay crashes n and restarts it; then what was in flight from or
 // to its old process arrives, and copies of messages it sent and received
 // before, reordered and some twice.

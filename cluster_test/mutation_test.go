@@ -54,6 +54,7 @@ var mutations = map[string]mutationEntry{
 	"Home.NoRenewWhileWaited":        {broken: []string{invHeldAlive, invHandOn}, seeds: 500}, // seed 379 since lock protocol v3
 	"Holder.KeepAnchorsOnJump":       {broken: []string{lockcheck.InvHolderLease, lockcheck.InvHolderFirst, lockcheck.InvDelegExclusion, invExclusion, invTokenOrder}, seeds: 20, schedule: func(seed uint64) SimConfig { return fixedSchedule(seed, jumpedAnchor) }},
 	"Holder.MissClockJump":           {broken: []string{lockcheck.InvHolderLease, lockcheck.InvDelegExclusion, invExclusion, invEpochLive}, seeds: 100},
+	"Holder.ForgetClockLag":          {broken: []string{lockcheck.InvHolderLease, lockcheck.InvDelegExclusion, invExclusion}, seeds: 20, schedule: func(seed uint64) SimConfig { return fixedSchedule(seed, addedStalls) }},
 	"Holder.RenewAtLapse":            {broken: []string{invRenewOnTime, invHeldAlive}, seeds: 100},
 
 	// Lease and liveness arithmetic.

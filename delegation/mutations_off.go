@@ -28,6 +28,9 @@ func (*Mutations) renewAnchorAtReceipt() bool { return false }
 func (*Mutations) skipSettle() bool           { return false }
 func (*Mutations) keepAnchorsOnJump() bool    { return false }
 
-// MissesClockJump is false: the driver takes every wall-clock jump above
-// Skew for one.
+// MissesClockJump is false: the driver takes every clock jump it sees.
 func (*Mutations) MissesClockJump() bool { return false }
+
+// ForgetsClockLag is false: the driver adds the lease clock's lag up
+// across readings.
+func (*Mutations) ForgetsClockLag() bool { return false }

@@ -44,6 +44,10 @@ type Mutations struct {
 	// a node whose lease clock stood still keeps the delegations it held and
 	// admits under them as though no time had passed (H9).
 	MissClockJump bool
+	// ForgetClockLag judges each clock reading alone: lags under the
+	// jump threshold never add up, so two short stalls of the lease clock
+	// leave a lease running past its home's view (H9).
+	ForgetClockLag bool
 	// IgnoreRecall ignores a Recall that arrives while a critical section
 	// runs: the holder keeps admitting its queued lockers.
 	IgnoreRecall bool
@@ -87,3 +91,6 @@ func (m *Mutations) keepAnchorsOnJump() bool    { return m.KeepAnchorsOnJump }
 
 // MissesClockJump reports MissClockJump to the driver.
 func (m *Mutations) MissesClockJump() bool { return m.MissClockJump }
+
+// ForgetsClockLag reports ForgetClockLag to the driver.
+func (m *Mutations) ForgetsClockLag() bool { return m.ForgetClockLag }

@@ -54,7 +54,8 @@
 //     the certificate's Prev when it is further behind.
 //   - E2 liveness ends before a newer epoch's gate: every liveness for epoch
 //     n ends within EpochLease (true time) of the first moment anyone learns
-//     n+1. A round grants liveness only with ok answers from a majority of
+//     n+1, plus what its lease clock lagged unseen (under the core's jump
+//     threshold, H9). A round grants liveness only with ok answers from a majority of
 //     epoch n to that one round (H7); ok means "has not promised n+1", also
 //     for the node's own answer (H15); it runs from the round's send time,
 //     shortened by MaxDrift. Learning a new epoch resets liveness to zero.

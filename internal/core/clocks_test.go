@@ -11,30 +11,64 @@ import (
 // wall clock, the lease clock, the wall clock again.
 type clockReading struct{ wallBefore, lease, wallAfter time.Duration }
 
-// TestObserveClocks is the wall-clock jump rule (H9): a jump is taken when
-// wall time, measured from the last step's reading after the lease clock's
-// to this step's reading before it, ran ahead of the lease clock by more
-// than Skew; never on the first reading, never twice for one jump.
+// TestObserveClocks is the clock jump rule (H9): a jump is taken when wall
+// time, measured from each step's reading after the lease clock's to the
+// next step's reading before it, ran ahead of the lease clock by more than
+// JumpAfter, added up over the readings since any still in the window
+// (EpochLease); never on the first reading, never twice for one jump.
 func TestObserveClocks(t *testing.T) {
 	ms := time.Millisecond
+	s := time.Second
+	j := JumpAfter(hSkew, hDrift)
+	third := j/3 + ms // three of them pass j, two do not
+	// lagging is one reading per second from 0 to last, the lease clock
+	// lagging the wall by lag at each reading listed in at (seconds).
+	lagging := func(last int, lag time.Duration, at ...int) []clockReading {
+		var rs []clockReading
+		var behind time.Duration
+		for i := 0; i <= last; i++ {
+			for _, a := range at {
+				if a == i {
+					behind += lag
+				}
+			}
+			w := time.Duration(i) * s
+			rs = append(rs, clockReading{w, w - behind, w})
+		}
+		return rs
+	}
 	for _, tc := range []struct {
 		name     string
 		readings []clockReading
 		ahead    time.Duration // of the last reading; zero when no jump
 	}{
-		{"first reading has nothing to compare", []clockReading{{10 * time.Second, 0, 10 * time.Second}}, 0},
-		{"clocks in step", []clockReading{{0, 0, 0}, {time.Second, time.Second, time.Second}}, 0},
-		{"lease clock ahead", []clockReading{{0, 0, 0}, {time.Second, 2 * time.Second, time.Second}}, 0},
-		{"wall ahead by Skew", []clockReading{{0, 0, 0}, {time.Second + hSkew, time.Second, time.Second + hSkew}}, 0},
-		{"wall ahead by more than Skew", []clockReading{{0, 0, 0}, {time.Second + hSkew + ms, time.Second, time.Second + hSkew + ms}}, hSkew + ms},
+		{"first reading has nothing to compare", []clockReading{{10 * s, 0, 10 * s}}, 0},
+		{"clocks in step", []clockReading{{0, 0, 0}, {s, s, s}}, 0},
+		{"lease clock ahead", []clockReading{{0, 0, 0}, {s, 2 * s, s}}, 0},
+		{"wall ahead by JumpAfter", []clockReading{{0, 0, 0}, {s + j, s, s + j}}, 0},
+		{"wall ahead by more than JumpAfter", []clockReading{{0, 0, 0}, {s + j + ms, s, s + j + ms}}, j + ms},
 		// The step was descheduled after its lease reading: the wall
 		// reading after it is late, and the next step measures from it.
-		{"descheduled after the lease reading", []clockReading{{0, 0, time.Second}, {time.Second + ms, ms, time.Second + ms}}, 0},
+		{"descheduled after the lease reading", []clockReading{{0, 0, s}, {s + ms, ms, s + ms}}, 0},
 		// Descheduled before this step's lease reading: the wall reading
 		// before it is early, so wall progress looks smaller, not larger.
-		{"descheduled before the lease reading", []clockReading{{0, 0, 0}, {ms, time.Second, time.Second}}, 0},
-		{"one jump is taken once", []clockReading{{0, 0, 0}, {time.Second, 0, time.Second}, {2 * time.Second, time.Second, 2 * time.Second}}, 0},
-		{"a second jump is taken again", []clockReading{{0, 0, 0}, {time.Second, 0, time.Second}, {3 * time.Second, time.Second, 3 * time.Second}}, time.Second},
+		{"descheduled before the lease reading", []clockReading{{0, 0, 0}, {ms, s, s}}, 0},
+		{"one jump is taken once", []clockReading{{0, 0, 0}, {s, 0, s}, {2 * s, s, 2 * s}}, 0},
+		{"a second jump is taken again", []clockReading{{0, 0, 0}, {s, 0, s}, {3 * s, s, 3 * s}}, s},
+		// Each stall alone is under JumpAfter; together they are over it
+		// (the rule before this one judged each reading alone).
+		{"two stalls add up", lagging(3, j/2+ms, 1, 3), j + 2*ms},
+		{"three stalls in the window add up", lagging(5, third, 1, 3, 5), 3 * third},
+		{"stalls a window apart do not", lagging(10, j/2+ms, 1, 8), 0},
+		// A jump forgets the lag that led to it: the anchors it measured
+		// are gone.
+		{"a jump starts the sum over", lagging(3, j/2+ms, 1, 2, 3), 0},
+		// A lease clock that ran ahead pays back what it lagged before, as
+		// it does for a lease measured across both.
+		{"a fast lease clock pays back", []clockReading{{0, 0, 0}, {s, s - third, s}, {2 * s, 2 * s, 2 * s}, {3 * s, 3*s - 2*third, 3 * s}}, 0},
+		// Rounding of a coarse lease clock: readings alternately late and
+		// early by half of JumpAfter never add up.
+		{"rounding does not add up", []clockReading{{0, 0, 0}, {s, s - j/2, s}, {2 * s, 2*s + j/2, 2 * s}, {3 * s, 3*s - j/2, 3 * s}, {4 * s, 4*s + j/2, 4 * s}, {5 * s, 5*s - j/2, 5 * s}}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := memberNode(m1, time.Time{}, m1, m2, m3)

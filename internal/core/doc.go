@@ -37,8 +37,9 @@
 //
 // The wall-clock jump rule (H9) is the core's too: on every timer step the
 // driver reads the wall clock on both sides of the lease clock, and
-// ObserveClocks decides whether wall time ran ahead by more than Skew, so
-// the simulator's suspends are judged by the code production runs.
+// ObserveClocks decides whether wall time ran ahead by more than JumpAfter,
+// added up across readings since any anchor still in use, so the
+// simulator's suspends are judged by the code production runs.
 //
 // Hn names a hazard schedule, the reason for a rule: docs/design.md lists
 // H1–H24 with the rule for each.

@@ -98,6 +98,8 @@ type Node struct {
 	// lastWall and lastLease are ObserveClocks's last readings: the wall
 	// clock's after the lease clock's.
 	lastWall, lastLease time.Time
+	// lag adds up the lease clock's lag across readings (ObserveClocks).
+	lag clockLag
 
 	mem members
 
@@ -253,33 +255,52 @@ func (n *Node) NextDeadline() time.Time {
 }
 
 // ObserveClocks takes one reading of the lease clock (now) between two of
-// the wall clock, and compares wall-clock progress with the lease clock's
-// since the last call. Wall time ahead by more than Skew means the lease
-// clock missed time (a suspend it did not count, H9): the node drops the
-// delegations it holds and its liveness at once; its home table and gates
-// stay, since a stalled clock only makes them longer. ahead is how far wall
-// time ran ahead when that happened, zero otherwise.
+// the wall clock, and judges whether the lease clock missed time (a suspend
+// it did not count, H9): wall time ran ahead of it by more than JumpAfter,
+// added up over every reading since any anchor still in use (clockLag). If
+// so the node drops the delegations it holds and its liveness at once; its
+// home table and gates stay, since a stalled clock only makes them longer.
+// ahead is how far wall time ran ahead when that happened, zero otherwise.
 //
 // The two clocks cannot be read at one instant, so the readings bracket the
 // lease clock's: the wall before this lease reading, against the wall after
 // the last one. Measured wall progress then never exceeds the true one, so
 // a driver descheduled between reads (a loaded machine) cannot pass for a
-// jump; a real jump above Skew still shows. The driver calls it on every
-// timer step, as often as it ticks when nothing else is due.
+// jump; a real jump still shows. The driver calls it on every timer step,
+// as often as it ticks when nothing else is due.
 func (n *Node) ObserveClocks(wallBefore, now, wallAfter time.Time) (r Ready, ahead time.Duration) {
 	lastWall, lastLease := n.lastWall, n.lastLease
 	n.lastWall, n.lastLease = wallAfter, now
+	window := max(n.cfg.Epoch.EpochLease, n.cfg.Home.MaxLease)
 	if lastWall.IsZero() {
+		n.lag.reset(now, window)
 		return Ready{}, 0
 	}
 	ahead = wallBefore.Sub(lastWall) - now.Sub(lastLease)
-	if ahead <= n.cfg.Home.Skew || n.cfg.Holder.Mutations.MissesClockJump() {
+	if !n.cfg.Holder.Mutations.ForgetsClockLag() {
+		ahead = n.lag.add(now, ahead)
+	}
+	if ahead <= JumpAfter(n.cfg.Home.Skew, n.cfg.Epoch.MaxDrift) || n.cfg.Holder.Mutations.MissesClockJump() {
 		return Ready{}, 0
 	}
+	n.lag.reset(now, window)
 	n.ep.ClockJump()
 	n.home.SetLiveness(now, time.Time{})
 	n.holder.ClockJump(now)
 	return n.flush(now), ahead
+}
+
+// JumpAfter is how far the lease clock may lag the wall clock, since an
+// anchor still in use, before a node takes a clock jump (H9). A lag under it
+// goes unseen, so every bound that Skew covers must also cover it: a
+// delegation's holder end (lagged) before its home's (Skew later, on a clock
+// that may run MaxDrift fast), and, across an epoch change, a delegation
+// granted on a lagging home's liveness to a lagging holder, which can end
+// two lags after the liveness would have, before the new home's gate
+// (EpochLease + Skew on its own clock). Half of Skew, less the drift,
+// covers both.
+func JumpAfter(skew time.Duration, maxDrift float64) time.Duration {
+	return time.Duration(float64(skew) * (1 - maxDrift) / 2)
 }
 
 // TryAdmitAt is the zero-message fast path (delegation.Machine.TryAdmitAt)

@@ -18,7 +18,8 @@ const (
 	// against the epoch learned before it.
 	InvEpochCert = "E1 certificates prove the epoch"
 	// InvEpochLive: every liveness granted for epoch n ends by the first
-	// true instant anyone learned n+1, plus EpochLease.
+	// true instant anyone learned n+1, plus EpochLease, plus the lag a lease
+	// clock may build up unseen (Agreement.Lag).
 	InvEpochLive = "E2 liveness ends before a newer epoch's gate"
 )
 
@@ -31,6 +32,11 @@ type Agreement[K comparable] struct {
 	Fail func(inv, format string, args ...any)
 	// EpochLease is the liveness bound of E2; zero leaves E2 unchecked.
 	EpochLease time.Duration
+	// Lag is how far a node's lease clock may fall behind true time before
+	// the node sees a clock jump (H9, the jump threshold): a liveness held
+	// through a shorter stall runs that much longer in true time, and the
+	// activation gate's Skew covers it. Zero when clocks never stall.
+	Lag time.Duration
 	// Base is the origin of true time in messages.
 	Base time.Time
 	// ConfiguredZero: epoch 0 is each node's configured list, not agreed,
@@ -115,9 +121,9 @@ func (a *Agreement[K]) checkLive(e uint64) {
 	}
 	fl, ok := a.first[e+1]
 	x, held := a.maxLive[e]
-	if ok && held && x.After(fl.Add(a.EpochLease+time.Microsecond)) {
-		a.fail(InvEpochLive, "liveness for epoch %d runs to %v, epoch %d learned at %v (+EpochLease = %v)",
-			e, x.Sub(a.Base), e+1, fl.Sub(a.Base), fl.Add(a.EpochLease).Sub(a.Base))
+	if bound := fl.Add(a.EpochLease + a.Lag); ok && held && x.After(bound.Add(time.Microsecond)) {
+		a.fail(InvEpochLive, "liveness for epoch %d runs to %v, epoch %d learned at %v (+EpochLease+Lag = %v)",
+			e, x.Sub(a.Base), e+1, fl.Sub(a.Base), bound.Sub(a.Base))
 	}
 }
 
