@@ -45,9 +45,10 @@
 // at once. Store hooks run on worker goroutines kept while hooks keep
 // coming (a second idle ends one), off the locks, bounded by the
 // delegation's lease, and report back tagged with the token. One timer goroutine sleeps until the core's next deadline (at most
-// 100ms) and ticks; on each tick it also reads the wall clock around the
-// lease clock for the core to judge a clock jump (core.ObserveClocks) and, every
-// RetryInterval, hands memberlist's view to the core's membership decisions
+// 100ms) and ticks; on each tick, and on every other step taken under the
+// node's locks, the wall clock is read around the lease clock for the core
+// to judge a clock jump (core.ObserveClocks). Every RetryInterval the timer
+// goroutine also hands memberlist's view to the core's membership decisions
 // (internal/core members.go) and carries out what they return: a join
 // retried, a removal proposed (a member down for DownAfter while this node
 // sees a live majority), memberlist joins to members that do not look alive

@@ -58,6 +58,9 @@ func (n *Node) drainInbox() {
 		if len(batch) == 0 {
 			return
 		}
+		if n.usable() {
+			n.stepNow()
+		}
 		for _, env := range batch {
 			if n.usable() {
 				now := n.clock.Now()
@@ -340,7 +343,7 @@ func (n *Node) runHookNow(r hookRun) {
 	if !n.usable() {
 		return
 	}
-	now := n.clock.Now()
+	now := n.stepNow()
 	if settle {
 		n.apply(now, n.core.Settled(now, e.Key, e.Token, barrier, err))
 	} else {
@@ -376,9 +379,7 @@ func (n *Node) tick() time.Duration {
 	if !n.usable() {
 		return maxSleep
 	}
-	wallBefore := n.clock.Wall()
-	now := n.clock.Now()
-	n.checkJump(wallBefore, now)
+	now := n.stepNow()
 	if d := n.core.NextDeadline(); !d.IsZero() && !now.Before(d) {
 		n.apply(now, n.core.Tick(now))
 	}
@@ -394,9 +395,22 @@ func (n *Node) tick() time.Duration {
 	return sleep
 }
 
-// checkJump reads the wall clock on both sides of now, the lease clock's
-// reading, and lets the core judge whether wall time ran ahead of it (H9,
-// core.ObserveClocks).
+// stepNow reads the lease clock for a step taken under the node's locks,
+// between two readings of the wall clock, and lets the core judge whether
+// wall time ran ahead of it (H9, core.ObserveClocks) before the step acts:
+// after a resume, whichever step comes first (the timer's, a message's, a
+// Lock's or Unlock's slow path, a hook's completion) drops what the jump
+// voids, as the simulator, which judges the jump on resume, assumes. Only
+// the repeat lock, which takes no step, may come before it.
+func (n *Node) stepNow() time.Time {
+	wallBefore := n.clock.Wall()
+	now := n.clock.Now()
+	n.checkJump(wallBefore, now)
+	return now
+}
+
+// checkJump hands the core the wall readings on both sides of now, the
+// lease clock's reading, and applies a jump it takes.
 func (n *Node) checkJump(wallBefore, now time.Time) {
 	r, ahead := n.core.ObserveClocks(wallBefore, now, n.clock.Wall())
 	if ahead > 0 {

@@ -296,7 +296,7 @@ func (n *Node) unlock(sec *section, key string) {
 	s.mu.Unlock()
 	n.lockAll()
 	if n.usable() {
-		now := n.clock.Now()
+		now := n.stepNow()
 		if rd, ok := n.core.Unlock(now, key, sec.locker); ok {
 			n.apply(now, rd)
 		}

@@ -169,7 +169,7 @@ func (n *Node) lock(ctx context.Context, key string, o lockOptions, try bool) (H
 		n.unlockAll()
 		return Handle{}, err
 	}
-	now := n.clock.Now()
+	now := n.stepNow()
 	locker := s.lockerID()
 	if !n.lockable {
 		_, why := n.core.Lockable(now)
@@ -207,7 +207,7 @@ func (n *Node) lock(ctx context.Context, key string, o lockOptions, try bool) (H
 	}
 	delete(n.waiters, locker)
 	if n.usable() {
-		now := n.clock.Now()
+		now := n.stepNow()
 		n.apply(now, n.core.Cancel(now, key, locker))
 	}
 	n.unlockAll()

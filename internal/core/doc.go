@@ -35,7 +35,7 @@
 // (or, asked to let it in, gossip) gives, and proposes its own new entry
 // when no other member is alive to (H23).
 //
-// The wall-clock jump rule (H9) is the core's too: on every timer step the
+// The wall-clock jump rule (H9) is the core's too: on every step the
 // driver reads the wall clock on both sides of the lease clock, and
 // ObserveClocks decides whether wall time ran ahead by more than JumpAfter,
 // added up across readings since any anchor still in use, so the

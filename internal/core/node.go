@@ -266,8 +266,8 @@ func (n *Node) NextDeadline() time.Time {
 // lease clock's: the wall before this lease reading, against the wall after
 // the last one. Measured wall progress then never exceeds the true one, so
 // a driver descheduled between reads (a loaded machine) cannot pass for a
-// jump; a real jump still shows. The driver calls it on every timer step,
-// as often as it ticks when nothing else is due.
+// jump; a real jump still shows. The driver calls it before every step it
+// takes under its locks, and at least as often as it ticks.
 func (n *Node) ObserveClocks(wallBefore, now, wallAfter time.Time) (r Ready, ahead time.Duration) {
 	lastWall, lastLease := n.lastWall, n.lastLease
 	n.lastWall, n.lastLease = wallAfter, now
