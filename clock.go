@@ -15,9 +15,9 @@ import (
 // Now must never go back and must keep counting while the machine is
 // suspended: a lease measured on a clock that stops during suspend would still
 // look valid after a resume (H9). Wall is the wall clock; the node compares
-// its progress with Now's on every tick, and if wall time has outrun Now by
-// more than half of Config.Skew (less MaxDrift) since any reading in the
-// last EpochLease, it drops every delegation it holds.
+// its progress with Now's on every step, and if wall time has outrun Now by
+// more than Config.Skew less MaxDrift since any reading in the last
+// EpochLease, it drops every delegation it holds.
 type Clock interface {
 	Now() time.Time
 	Wall() time.Time

@@ -127,7 +127,7 @@ type Config struct {
 	// Skew is added wherever one node's expiry must follow another's: homes
 	// keep a delegation Skew longer than its holder. Validate requires at
 	// least 2 × MaxDrift × max(EpochLease, MaxLease) plus a margin. If wall
-	// time ever outruns the lease clock by more than Skew × (1 − MaxDrift) / 2,
+	// time ever outruns the lease clock by more than Skew × (1 − MaxDrift),
 	// added up over the last EpochLease, the node drops every delegation it
 	// holds (a clock jump).
 	Skew time.Duration

@@ -420,11 +420,14 @@ func (c *checker) learned(n *simNode, l epoch.Learned) {
 	c.agree.Learned(n, c.s.now, l.Epoch, nil)
 }
 
-// live records the epoch liveness n holds after a step (E2).
+// live records the epoch liveness n holds after a step (E2), with what its
+// lease clock stalled since the round that gave it was sent (the liveness
+// ends EpochLease less the drift after it, on the lease clock).
 func (c *checker) live(n *simNode) {
 	if lu := n.core.LiveUntil(); !lu.IsZero() {
 		if l, ok := n.core.Current(); ok {
-			c.agree.Live(l.Epoch.Number, n.trueAt(lu))
+			sent := n.trueAt(lu.Add(-time.Duration(float64(simEpochLease) * (1 - simDrift))))
+			c.agree.Live(l.Epoch.Number, n.trueAt(lu), n.stalledSince(sent))
 		}
 	}
 }

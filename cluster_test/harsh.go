@@ -150,6 +150,22 @@ func (s *Sim) clockRate() float64 {
 // readings never go back.
 type clockStall struct{ from, to time.Time }
 
+// stalledSince is how long n's lease clock stood still, in the suspends it
+// missed, from true time from on.
+func (n *simNode) stalledSince(from time.Time) time.Duration {
+	var d time.Duration
+	for _, st := range n.stalls {
+		if st.to.After(from) {
+			start := st.from
+			if from.After(start) {
+				start = from
+			}
+			d += st.to.Sub(start)
+		}
+	}
+	return d
+}
+
 func (n *simNode) stalledLocal(t time.Time) time.Time {
 	run := t.Sub(simBase)
 	for _, st := range n.stalls {
@@ -362,7 +378,7 @@ func jumpedAnchor(s *Sim) {
 // addedStalls is the schedule of stalls that add up (H9): n2 holds a key
 // homed at n1 in a 5 s section, cut off from n1, while n3 asks for the key;
 // n2 is suspended four times with its lease clock stopped, 70 ms each
-// (each under JumpAfter, 74 ms here), and resumed each time by another
+// (each under JumpAfter, 148.5 ms here), and resumed each time by another
 // fault. Together its clock falls 280 ms behind, more than Skew: unless the
 // lag adds up to a jump, n2's section outlives the delegation n1 waited
 // out, and n1 grants n3.
@@ -383,6 +399,43 @@ func addedStalls(s *Sim) {
 		s.After(at, func() { s.stallSuspend(n2, time.Second) })
 		s.After(at+70*time.Millisecond, func() { s.Resume("n2") })
 	}
+}
+
+// stackedLags is the schedule of hazard_h9_stacked (H9) on five nodes: just
+// after one of n1's liveness rounds, n1 and n2 are cut off from n3, n4 and
+// n5, and n3 removes n1, so a key homed at n1 moves to one of those three,
+// whose gate ends EpochLease + Skew after it learns the new epoch. n1 still
+// grants the key to n2 near the end of its liveness, and both lease clocks
+// stall unseen (110 ms each), n1's before the grant and n2's after. The
+// home's record of the delegation (lease + Skew) must still end before the
+// new home's gate, as must n2's delegation.
+func stackedLags(s *Sim) {
+	start := simEpochLease + simSkew + 300*time.Millisecond
+	n1 := s.Node("n1")
+	var last time.Time
+	var poll func()
+	poll = func() {
+		lu := n1.core.LiveUntil()
+		if last.IsZero() || !lu.After(last) {
+			last = lu
+			s.After(time.Millisecond, poll)
+			return
+		}
+		// A round of n1's just gathered its majority: cut and remove now,
+		// so the new epoch is learned soon after that round was sent.
+		key := s.keyMovingFrom("n1", "n2")
+		for _, a := range []string{"n1", "n2"} {
+			for _, b := range []string{"n3", "n4", "n5"} {
+				s.Cut(a, b)
+			}
+		}
+		s.ProposeRemove("n3", "n1")
+		s.After(time.Second, func() { s.stallSuspend(n1, 110*time.Millisecond) })
+		s.After(2500*time.Millisecond, func() { s.LockKeyFor("n2", key, 2*time.Second) })
+		s.After(2530*time.Millisecond, func() { s.stallSuspend(s.Node("n2"), 110*time.Millisecond) })
+		s.After(2900*time.Millisecond, func() { s.LockKey("n4", key) })
+	}
+	s.After(start, poll)
 }
 
 // oldReplay crashes n and restarts it; then what was in flight from or

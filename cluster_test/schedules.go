@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/homelock/homelock/epoch"
@@ -46,6 +47,27 @@ func (s *Sim) keyHomedAt(id string) string {
 	for i := 0; ; i++ {
 		k := fmt.Sprintf("k%d", i)
 		if h, ok := ring.Home(k); ok && string(h.ID) == id {
+			return k
+		}
+	}
+}
+
+// keyMovingFrom returns a key whose home is node from in the epoch from has
+// learned, and, in that epoch without from, neither from nor notTo.
+func (s *Sim) keyMovingFrom(from, notTo string) string {
+	l := s.Node(from).disk.Learned()
+	if l == nil {
+		return "k0"
+	}
+	ring := epoch.NewRing(l.Epoch)
+	without := l.Epoch
+	without.Members = slices.DeleteFunc(slices.Clone(without.Members), func(m msg.Member) bool { return string(m.ID) == from })
+	next := epoch.NewRing(without)
+	for i := 0; ; i++ {
+		k := fmt.Sprintf("k%d", i)
+		h, _ := ring.Home(k)
+		h2, _ := next.Home(k)
+		if string(h.ID) == from && string(h2.ID) != notTo {
 			return k
 		}
 	}
@@ -297,6 +319,13 @@ func staleDrained(s *Sim) {
 func fourNodes(seed uint64, script func(*Sim)) SimConfig {
 	cfg := fixedSchedule(seed, script)
 	cfg.Nodes, cfg.Duration = 4, 30*time.Second
+	return cfg
+}
+
+// fiveNodes is fixedSchedule on five nodes.
+func fiveNodes(seed uint64, script func(*Sim)) SimConfig {
+	cfg := fixedSchedule(seed, script)
+	cfg.Nodes = 5
 	return cfg
 }
 

@@ -142,6 +142,22 @@ func TestAddedStallsSchedule(t *testing.T) {
 	}
 }
 
+// TestStackedLagsSchedule: a home whose lease clock lags unseen grants, near
+// the end of its liveness, to a holder whose clock lags too, while a new
+// epoch moves the key: the home's record of the delegation and the
+// delegation end before the new home's gate (D4, D1), because the home's
+// record (lease + Skew) ends within its liveness.
+func TestStackedLagsSchedule(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		cfg := fiveNodes(seed, stackedLags)
+		cfg.Trace = true
+		r := Run(cfg)
+		if r.Failed() {
+			t.Fatal(r.Report())
+		}
+	}
+}
+
 // TestCutShortSuspend: a suspend that another fault resumes early ends
 // there. n2 is suspended (its lease clock stopped) for a second, resumed by
 // another fault after 200 ms, runs, and is paused again before the

@@ -95,7 +95,7 @@ func (c *cluster) out(id msg.NodeID, o Output) Output {
 	if m := c.nodes[id]; m != nil {
 		if lu := m.LiveUntil(); !lu.IsZero() {
 			if l, _, ok := m.Current(); ok {
-				c.agree.Live(l.Epoch.Number, lu)
+				c.agree.Live(l.Epoch.Number, lu, 0)
 			}
 		}
 	}

@@ -355,7 +355,7 @@ func (s *sim) apply(n *simNode, what string, in *msg.Envelope, out Output) {
 	}
 	if lu := n.m.LiveUntil(); !lu.IsZero() {
 		if l, _, ok := n.m.Current(); ok {
-			s.agree.Live(l.Epoch.Number, n.clock.True(lu))
+			s.agree.Live(l.Epoch.Number, n.clock.True(lu), 0)
 		}
 	}
 	for _, env := range out.Msgs {

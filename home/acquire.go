@@ -241,9 +241,11 @@ func (m *Machine) grant(now time.Time, key string, ke *entry, w *waiter) {
 	if lease <= 0 || lease > m.cfg.MaxLease {
 		lease = m.cfg.MaxLease
 	}
-	// Delegations never outlive the home's liveness: that is what lets a new
-	// epoch's gate bound every delegation of the old one.
-	if left := m.liveUntil.Sub(now); lease > left && !m.cfg.Mutations.grantPastLiveness() {
+	// Delegations never outlive the home's liveness, nor does the home's
+	// own record of one (lease + Skew): that is what lets a new epoch's gate
+	// bound every delegation of the old one, with room for the lag of a
+	// lease clock under the jump threshold (docs/design.md, "Clock jumps").
+	if left := m.liveLeft(now); lease > left && !m.cfg.Mutations.grantPastLiveness() {
 		lease = left
 	}
 	skew := m.cfg.Skew
@@ -368,7 +370,7 @@ func (m *Machine) Renew(now time.Time, env msg.Envelope, r msg.Renew) {
 	if lease <= 0 || lease > m.cfg.MaxLease {
 		lease = m.cfg.MaxLease
 	}
-	if left := m.liveUntil.Sub(now); lease > left && !m.cfg.Mutations.renewPastLiveness() {
+	if left := m.liveLeft(now); lease > left && !m.cfg.Mutations.renewPastLiveness() {
 		lease = left
 	}
 	if lease < m.cfg.MinUseful {

@@ -28,9 +28,11 @@
 //   - D2 tokens a home grants for a key only grow: the counter only grows
 //     within an incarnation, incarnations grow across restarts, epochs across
 //     homes (F1 in fence).
-//   - D3 a delegation never outlives the home's epoch liveness: its lease is
-//     clamped to it, which is what lets a new epoch's activation gate bound
-//     every delegation of the old one.
+//   - D3 a delegation never outlives the home's epoch liveness, nor does the
+//     home's record of it: the lease is clamped so that lease + Skew ends
+//     within the liveness, which is what lets a new epoch's activation gate
+//     bound every delegation of the old one, even when the home's lease
+//     clock lags unseen (H9).
 //   - G1 every key a home serves in epoch e passes its activation gate
 //     (learnedAt(e) + EpochLease + Skew, carried across epochs by continuity,
 //     H4) before its first grant, unless a valid Drained from its previous

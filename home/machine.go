@@ -83,10 +83,11 @@ func New(cfg Config, now time.Time, learned *epoch.Learned, marker bool) *Machin
 		markerAtStart: marker,
 	}
 	if cfg.Inc > 1 && !cfg.Mutations.noRestartGate() {
+		// The gate's Skew is margin: every record the last incarnation kept
+		// ends within its liveness (D3), on this same lease clock, so
+		// EpochLease alone outlasts them (the simulator's switch for it,
+		// RestartGateNoSkew, was retired when nothing could catch it).
 		m.restartGate = now.Add(cfg.EpochLease + cfg.Skew)
-		if cfg.Mutations.restartGateNoSkew() {
-			m.restartGate = now.Add(cfg.EpochLease)
-		}
 	}
 	if learned != nil {
 		m.history = append(m.history, newView(*learned, now, true))
@@ -160,7 +161,20 @@ func (m *Machine) SetLiveness(now, until time.Time) {
 // isLive reports whether the home may grant a useful lease now.
 func (m *Machine) isLive(now time.Time) bool {
 	cur := m.current()
-	return cur != nil && cur.e.Number >= 1 && m.liveUntil.Sub(now) >= m.cfg.MinUseful
+	return cur != nil && cur.e.Number >= 1 && m.liveLeft(now) >= m.cfg.MinUseful
+}
+
+// liveLeft is the longest lease the home may grant or renew now: its record
+// of the delegation lasts the lease plus Skew, and must end within its
+// epoch liveness (D3).
+func (m *Machine) liveLeft(now time.Time) time.Duration {
+	end := m.liveUntil
+	if !m.cfg.Mutations.viewPastLiveness() {
+		// On the time, not the Duration: with no liveness (the zero time)
+		// Sub saturates, and taking Skew off that would wrap around.
+		end = end.Add(-m.cfg.Skew)
+	}
+	return end.Sub(now)
 }
 
 // restartGateEnd is the restart gate still in force, or zero once waived.

@@ -22,7 +22,7 @@ func (*Mutations) echoFirstAttempt() bool          { return false }
 func (*Mutations) grantPastLiveness() bool         { return false }
 func (*Mutations) grantExpiryNoSkew() bool         { return false }
 func (*Mutations) renewPastLiveness() bool         { return false }
+func (*Mutations) viewPastLiveness() bool          { return false }
 func (*Mutations) renewExpiryNoSkew() bool         { return false }
 func (*Mutations) reclaimNoSkew() bool             { return false }
-func (*Mutations) restartGateNoSkew() bool         { return false }
 func (*Mutations) releaseAnyToken() bool           { return false }

@@ -46,14 +46,17 @@ type Mutations struct {
 	// RenewPastLiveness does not clamp a renewal's lease to the home's epoch
 	// liveness.
 	RenewPastLiveness bool
+	// ViewPastLiveness clamps grants and renewals to the home's liveness
+	// without Skew, so the home's own record of a delegation (lease + Skew)
+	// outlives its liveness: with the lag of the home's lease clock, past
+	// the next epoch's gate (H9).
+	ViewPastLiveness bool
 	// RenewExpiryNoSkew extends a renewed delegation's home-side expiry
 	// without Skew.
 	RenewExpiryNoSkew bool
 	// ReclaimNoSkew adopts a reclaimed delegation for its remaining lease
 	// without Skew.
 	ReclaimNoSkew bool
-	// RestartGateNoSkew sizes the restart gate EpochLease without Skew.
-	RestartGateNoSkew bool
 	// ReleaseAnyToken frees a key's delegation on a Release of any token for
 	// the key, so a duplicated Release of an earlier delegation frees the
 	// current one.
@@ -74,7 +77,7 @@ func (m *Mutations) echoFirstAttempt() bool          { return m.EchoFirstAttempt
 func (m *Mutations) grantPastLiveness() bool         { return m.GrantPastLiveness }
 func (m *Mutations) grantExpiryNoSkew() bool         { return m.GrantExpiryNoSkew }
 func (m *Mutations) renewPastLiveness() bool         { return m.RenewPastLiveness }
+func (m *Mutations) viewPastLiveness() bool          { return m.ViewPastLiveness }
 func (m *Mutations) renewExpiryNoSkew() bool         { return m.RenewExpiryNoSkew }
 func (m *Mutations) reclaimNoSkew() bool             { return m.ReclaimNoSkew }
-func (m *Mutations) restartGateNoSkew() bool         { return m.RestartGateNoSkew }
 func (m *Mutations) releaseAnyToken() bool           { return m.ReleaseAnyToken }

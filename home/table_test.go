@@ -236,3 +236,53 @@ func TestGrantInfoFence(t *testing.T) {
 		t.Fatalf("Fence = %+v, want %+v", got, want)
 	}
 }
+
+// TestLeaseWithinLiveness (D3): a grant's and a renewal's lease is clamped
+// so that the home's own record of the delegation, lease + Skew, ends
+// within its epoch liveness; a home with less than MinUseful left after
+// Skew, or with no liveness at all, grants nothing.
+func TestLeaseWithinLiveness(t *testing.T) {
+	const skew = 100 * time.Millisecond // epoch4Home's
+	for _, tc := range []struct {
+		name  string
+		left  time.Duration // liveness left at the request; negative for none
+		lease time.Duration // granted; zero when nothing is
+	}{
+		{"plenty", time.Hour, time.Second},
+		{"MaxLease and Skew fit exactly", time.Second + skew, time.Second},
+		{"short: the lease ends Skew before the liveness", 600 * time.Millisecond, 500 * time.Millisecond},
+		{"Skew and MinUseful do not fit", skew, 0},
+		{"no liveness", -1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, env, now := epoch4Home()
+			key := homedKeys(t, m, 1)[0]
+			if tc.left < 0 {
+				m.SetLiveness(now, time.Time{})
+			} else {
+				m.SetLiveness(now, now.Add(tc.left))
+			}
+			m.Acquire(now, env, msg.Acquire{Key: key, Req: msg.RequestID{Inc: 3, Seq: 1}, Attempt: 1, Lease: time.Second})
+			var got time.Duration
+			for _, o := range m.Ready().Msgs {
+				if g, ok := o.Body.(msg.Grant); ok {
+					got = g.Lease
+				}
+			}
+			if got != tc.lease {
+				t.Fatalf("granted a lease of %v, want %v", got, tc.lease)
+			}
+			if got == 0 {
+				return
+			}
+			tok, _, _ := m.Holding(key)
+			at := now.Add(tc.lease / 2)
+			m.Renew(at, env, msg.Renew{Key: key, Token: tok, Attempt: 2, Lease: time.Second})
+			for _, o := range m.Ready().Msgs {
+				if r, ok := o.Body.(msg.RenewReply); ok && r.OK && at.Add(r.Lease+skew).After(now.Add(tc.left)) {
+					t.Fatalf("renewed to %v at %v: the home's record ends past its liveness", r.Lease, at.Sub(now))
+				}
+			}
+		})
+	}
+}

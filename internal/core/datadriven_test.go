@@ -316,8 +316,17 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) error {
 		for _, p := range a.pos {
 			h.isolated[msg.NodeID(p)] = true
 		}
+	case "split":
+		// split a=(n1,n2) b=(n3,n4,n5): each named list is a side.
+		h.side = map[msg.NodeID]string{}
+		for name, ids := range a.kv {
+			for _, id := range ids {
+				h.side[msg.NodeID(id)] = name
+			}
+		}
 	case "heal":
 		h.isolated = map[msg.NodeID]bool{}
+		h.side = nil
 	case "state":
 		return h.cmdState(a)
 	case "verbose":
@@ -554,6 +563,7 @@ func (h *harness) cmdResume(a *args) error {
 	if n.stall {
 		gap := h.now.Sub(n.pausedAt)
 		n.clock.Change(h.now, n.clock.Offset-time.Duration(float64(gap)*n.clock.Rate), n.clock.Rate)
+		n.stalled = append(n.stalled, [2]time.Time{n.pausedAt, h.now})
 		h.printf("%s: resumed; its clock stood still for %v", n.id, gap)
 		n.stall = false
 		if a.has("no-jump") {

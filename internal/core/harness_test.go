@@ -58,6 +58,9 @@ type harness struct {
 		holder delegation.Mutations
 	}
 	isolated map[msg.NodeID]bool
+	// side splits the nodes into groups (split): a message between two
+	// nodes on different sides is dropped.
+	side map[msg.NodeID]string
 
 	chk checker
 	// agree checks epoch agreement (E1, E2) from what the nodes synced;
@@ -91,7 +94,9 @@ type hnode struct {
 	// whose boot-time clock did not count the suspension).
 	paused, stall bool
 	pausedAt      time.Time
-	hooks         []delegation.Event // store hooks asked for and not completed
+	// stalled are the true-time spans its clock stood still (resume).
+	stalled [][2]time.Time
+	hooks   []delegation.Event // store hooks asked for and not completed
 }
 
 // hdisk is what survives a crash: only what a Ready asked to sync.
@@ -108,6 +113,7 @@ func newHarness() *harness {
 	h.agree = simtest.Agreement[msg.NodeID]{
 		Fail:       func(inv, format string, args ...any) { h.violation(inv+": "+format, args...) },
 		EpochLease: hEpochLease,
+		Lag:        JumpAfter(hSkew, hDrift),
 		Base:       hBase,
 	}
 	h.indep = lockcheck.New(lockcheck.World{
@@ -163,6 +169,19 @@ func ts(t time.Time) string { return fmt.Sprintf("%.3fs", t.Sub(hBase).Seconds()
 func (n *hnode) local(t time.Time) time.Time { return n.clock.Local(t) }
 
 func (n *hnode) trueAt(l time.Time) time.Time { return n.clock.True(l) }
+
+// stalledAfter is how long n's clock stood still, in the spans that ended
+// after true time from: E2's allowance for a liveness that ends within
+// EpochLease and Skew after from.
+func (n *hnode) stalledAfter(from time.Time) time.Duration {
+	var d time.Duration
+	for _, s := range n.stalled {
+		if s[1].After(from) {
+			d += s[1].Sub(s[0])
+		}
+	}
+	return d
+}
 
 func (h *harness) node(id string) *hnode {
 	for _, n := range h.nodes {
@@ -309,7 +328,7 @@ func (h *harness) apply(n *hnode, rd Ready) {
 			continue
 		}
 		h.chk.sent(h, n, o.Env)
-		if h.isolated[n.id] || h.isolated[o.To.ID] {
+		if h.cut(n.id, o.To.ID) {
 			h.printf("%s (dropped: partition)", h.describe(q))
 			continue
 		}
@@ -323,7 +342,8 @@ func (h *harness) apply(n *hnode, rd Ready) {
 	}
 	if lu := n.core.LiveUntil(); !lu.IsZero() {
 		if l, ok := n.core.Current(); ok {
-			h.agree.Live(l.Epoch.Number, n.trueAt(lu))
+			end := n.trueAt(lu)
+			h.agree.Live(l.Epoch.Number, end, n.stalledAfter(end.Add(-hEpochLease-hSkew)))
 		}
 	}
 	if rd.Undeliverable > 0 {
@@ -335,6 +355,14 @@ func (h *harness) apply(n *hnode, rd Ready) {
 	for _, q := range auto {
 		h.deliverOne(q, h.verbose)
 	}
+}
+
+// cut reports whether the network drops messages between a and b: either
+// is isolated (partition), or split puts them on different sides.
+func (h *harness) cut(a, b msg.NodeID) bool {
+	sa, oka := h.side[a]
+	sb, okb := h.side[b]
+	return h.isolated[a] || h.isolated[b] || oka && okb && sa != sb
 }
 
 // deliverOne hands one message to its receiver; show prints the delivery and
@@ -355,7 +383,7 @@ func (h *harness) deliverOne(q *qmsg, show bool) {
 			h.printf("(dropped: %s is down)", q.to)
 		}
 		return
-	case h.isolated[q.to] || h.isolated[q.from]:
+	case h.cut(q.from, q.to):
 		if show {
 			h.printf("(dropped: partition)")
 		}

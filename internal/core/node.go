@@ -293,14 +293,14 @@ func (n *Node) ObserveClocks(wallBefore, now, wallAfter time.Time) (r Ready, ahe
 // JumpAfter is how far the lease clock may lag the wall clock, since an
 // anchor still in use, before a node takes a clock jump (H9). A lag under it
 // goes unseen, so every bound that Skew covers must also cover it: a
-// delegation's holder end (lagged) before its home's (Skew later, on a clock
-// that may run MaxDrift fast), and, across an epoch change, a delegation
-// granted on a lagging home's liveness to a lagging holder, which can end
-// two lags after the liveness would have, before the new home's gate
-// (EpochLease + Skew on its own clock). Half of Skew, less the drift,
-// covers both.
+// holder's delegation ends that much late, and its home's record ends Skew
+// after the lease on a clock that may run MaxDrift fast; a home's liveness
+// ends that much late, and the new home's gate waits Skew past EpochLease.
+// Because a home's record of a delegation ends within its liveness (home
+// D3), a lagging home and its lagging holder never stack two lags against
+// that gate: Skew less the drift covers each.
 func JumpAfter(skew time.Duration, maxDrift float64) time.Duration {
-	return time.Duration(float64(skew) * (1 - maxDrift) / 2)
+	return time.Duration(float64(skew) * (1 - maxDrift))
 }
 
 // TryAdmitAt is the zero-message fast path (delegation.Machine.TryAdmitAt)

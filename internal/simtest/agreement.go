@@ -18,8 +18,8 @@ const (
 	// against the epoch learned before it.
 	InvEpochCert = "E1 certificates prove the epoch"
 	// InvEpochLive: every liveness granted for epoch n ends by the first
-	// true instant anyone learned n+1, plus EpochLease, plus the lag a lease
-	// clock may build up unseen (Agreement.Lag).
+	// true instant anyone learned n+1, plus EpochLease, plus what its node's
+	// lease clock stalled unseen since the round, up to Agreement.Lag.
 	InvEpochLive = "E2 liveness ends before a newer epoch's gate"
 )
 
@@ -32,10 +32,10 @@ type Agreement[K comparable] struct {
 	Fail func(inv, format string, args ...any)
 	// EpochLease is the liveness bound of E2; zero leaves E2 unchecked.
 	EpochLease time.Duration
-	// Lag is how far a node's lease clock may fall behind true time before
-	// the node sees a clock jump (H9, the jump threshold): a liveness held
-	// through a shorter stall runs that much longer in true time, and the
-	// activation gate's Skew covers it. Zero when clocks never stall.
+	// Lag is how far a node's lease clock may stall before the node sees a
+	// clock jump (H9, the jump threshold): a liveness held through a shorter
+	// stall runs that much longer in true time, which the activation gate's
+	// Skew covers (Live). Zero when clocks never stall.
 	Lag time.Duration
 	// Base is the origin of true time in messages.
 	Base time.Time
@@ -106,9 +106,14 @@ func (a *Agreement[K]) Forget(node K) {
 	delete(a.synced, node)
 }
 
-// Live records a liveness granted for epoch e that runs to true time until.
-func (a *Agreement[K]) Live(e uint64, until time.Time) {
+// Live records a liveness granted for epoch e that runs to true time until,
+// through unseen stalls of its node's lease clock since the round was sent
+// (suspends the node took no clock jump for). E2 allows the stalls, up to
+// Lag, and nothing else: a liveness not shortened by the drift bound still
+// fails it on a slow clock, and one held through a stall over Lag too.
+func (a *Agreement[K]) Live(e uint64, until time.Time, unseen time.Duration) {
 	a.init()
+	until = until.Add(-min(unseen, a.Lag))
 	if until.After(a.maxLive[e]) {
 		a.maxLive[e] = until
 		a.checkLive(e)
@@ -121,8 +126,8 @@ func (a *Agreement[K]) checkLive(e uint64) {
 	}
 	fl, ok := a.first[e+1]
 	x, held := a.maxLive[e]
-	if bound := fl.Add(a.EpochLease + a.Lag); ok && held && x.After(bound.Add(time.Microsecond)) {
-		a.fail(InvEpochLive, "liveness for epoch %d runs to %v, epoch %d learned at %v (+EpochLease+Lag = %v)",
+	if bound := fl.Add(a.EpochLease); ok && held && x.After(bound.Add(time.Microsecond)) {
+		a.fail(InvEpochLive, "liveness for epoch %d runs to %v (less unseen stalls), epoch %d learned at %v (+EpochLease = %v)",
 			e, x.Sub(a.Base), e+1, fl.Sub(a.Base), bound.Sub(a.Base))
 	}
 }

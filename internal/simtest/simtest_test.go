@@ -228,17 +228,30 @@ func TestAgreement(t *testing.T) {
 			a.Learned("a", at(1), epochOf(2, "a"), func(*msg.Epoch) error { return errors.New("no majority") })
 		}, []string{InvEpochCert}},
 		{"liveness within the gate", false, func(a *Agreement[string]) {
-			a.Live(1, at(5*time.Second))
+			a.Live(1, at(5*time.Second), 0)
 			a.Learned("a", at(2*time.Second), epochOf(2, "a"), nil)
-			a.Live(1, at(5*time.Second))
+			a.Live(1, at(5*time.Second), 0)
 		}, nil},
 		{"liveness past the gate, granted later", false, func(a *Agreement[string]) {
 			a.Learned("a", at(2*time.Second), epochOf(2, "a"), nil)
-			a.Live(1, at(5*time.Second+2*time.Microsecond))
+			a.Live(1, at(5*time.Second+2*time.Microsecond), 0)
 		}, []string{InvEpochLive}},
 		{"liveness past the gate, learned later", false, func(a *Agreement[string]) {
-			a.Live(1, at(9*time.Second))
+			a.Live(1, at(9*time.Second), 0)
 			a.Learned("a", at(2*time.Second), epochOf(2, "a"), nil)
+		}, []string{InvEpochLive}},
+		// Lag is 100ms: a liveness runs on through an unseen stall under it.
+		{"liveness past the gate by an unseen stall", false, func(a *Agreement[string]) {
+			a.Learned("a", at(2*time.Second), epochOf(2, "a"), nil)
+			a.Live(1, at(5*time.Second+80*time.Millisecond), 80*time.Millisecond)
+		}, nil},
+		{"liveness past the gate by more than its stall", false, func(a *Agreement[string]) {
+			a.Learned("a", at(2*time.Second), epochOf(2, "a"), nil)
+			a.Live(1, at(5*time.Second+80*time.Millisecond), 50*time.Millisecond)
+		}, []string{InvEpochLive}},
+		{"liveness past the gate by a stall over Lag", false, func(a *Agreement[string]) {
+			a.Learned("a", at(2*time.Second), epochOf(2, "a"), nil)
+			a.Live(1, at(5*time.Second+150*time.Millisecond), 150*time.Millisecond)
 		}, []string{InvEpochLive}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -246,6 +259,7 @@ func TestAgreement(t *testing.T) {
 			a := Agreement[string]{
 				Fail:           func(inv, _ string, _ ...any) { got = append(got, inv) },
 				EpochLease:     3 * time.Second,
+				Lag:            100 * time.Millisecond,
 				Base:           base,
 				ConfiguredZero: tc.zero,
 			}
