@@ -18,7 +18,11 @@ import (
 //     both, instead of a random rate within it;
 //   - clock_jump: a suspend the lease clock misses (it stops, wall time
 //     does not); on resume the driver reads its clocks before anything
-//     else runs, and the core finds wall time ahead by more than Skew;
+//     else runs, and the core finds wall time ahead by more than JumpAfter;
+//   - clock_stall_short: in half of those draws instead, two to four such
+//     suspends of 20 to 140 ms, each under JumpAfter alone and often over
+//     it together (the core must add them up, H9), or not (the lag goes
+//     unseen, and Skew must cover it);
 //   - suspend: a suspend the lease clock counts; on resume the messages
 //     that waited are handled before the first timer tick;
 //   - delay_seconds: one message in eight held for up to seconds;
@@ -254,9 +258,13 @@ func (s *Sim) lockOnce(n *simNode, key string) {
 // harshFault is one of randomFault's draws: k in [0, harshKinds).
 func (s *Sim) harshFault(k int, upTo func(time.Duration) time.Duration) {
 	switch k {
-	case 0: // a suspend the lease clock misses
+	case 0: // a suspend the lease clock misses, or a few short ones
 		n := s.randomNode()
 		if n.core == nil || n.paused {
+			return
+		}
+		if s.rng.IntN(2) == 0 {
+			s.shortStalls(n)
 			return
 		}
 		s.stallSuspend(n, simSkew+time.Millisecond+time.Duration(s.rng.Int64N(int64(2500*time.Millisecond))))
@@ -317,6 +325,29 @@ func (s *Sim) stallSuspend(n *simNode, d time.Duration) {
 	}
 	s.faults["clock_jump"]++
 	s.budget(2) // a pause long enough to be agreed down, and its rejoin
+	s.stall(n, d)
+}
+
+// shortStalls suspends n two to four times, 20 to 140 ms each with its
+// lease clock stopped, 10 to 400 ms apart: each stall is under JumpAfter
+// (148.5 ms) alone, so whether the core takes a jump depends on how they
+// and the clock's drift add up within EpochLease.
+func (s *Sim) shortStalls(n *simNode) {
+	s.faults["clock_stall_short"]++
+	var at time.Duration
+	for range 2 + s.rng.IntN(3) {
+		d := 20*time.Millisecond + time.Duration(s.rng.Int64N(int64(120*time.Millisecond)))
+		s.After(at, func() {
+			if n.core != nil && !n.paused {
+				s.stall(n, d)
+			}
+		})
+		at += d + 10*time.Millisecond + time.Duration(s.rng.Int64N(int64(390*time.Millisecond)))
+	}
+}
+
+// stall pauses n for d with its lease clock stopped (stallSuspend).
+func (s *Sim) stall(n *simNode, d time.Duration) {
 	s.pause(n)
 	from := s.now
 	n.stallFrom, n.stallUntil = from, from.Add(d)

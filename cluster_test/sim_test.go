@@ -79,7 +79,7 @@ func TestFaultKindsExercised(t *testing.T) {
 		"agreed_down", "drop", "duplicate", "delay", "join", "leave", "drift", "hook_hang",
 		"crash_after_promise", "proposal_duel", "rolling_upgrade", "gossip_blackout", "partition_repeated",
 		"gossip_join", "pause_short",
-		"drift_bound", "clock_jump", "suspend", "delay_seconds", "old_replay", "gate_epochs",
+		"drift_bound", "clock_jump", "clock_stall_short", "suspend", "delay_seconds", "old_replay", "gate_epochs",
 		"minority_busy", "boundary_acquire", "close"} {
 		if seen[k] == 0 {
 			t.Errorf("fault %q never happened in 60 seeds", k)
