@@ -17,10 +17,12 @@ const lagBuckets = 17
 // round's send time, EpochLease; a delegation's or an attempt's, MaxLease),
 // so lag from before it no longer matters.
 //
-// The sum is net: a reading whose lease clock ran ahead of the wall (a fast
-// clock, or a wall clock stepped back) pays back earlier lag, as it does for
-// a lease measured across both. Summing only the positive readings would
-// add up a coarse clock's rounding until it passed for a jump.
+// The sum is net: a reading whose lease clock ran ahead of the wall pays
+// back earlier lag, as it does for a lease measured across both, and a
+// coarse clock's rounding, or a driver descheduled between its reads (the
+// lease clock then looks ahead), cancels out instead of adding up into a
+// false jump. A wall clock stepped back pays back too, which it should not:
+// the price of the rest (docs/design.md, "Clock jumps").
 type clockLag struct {
 	// sum is the net lag over every reading since the last reset.
 	sum time.Duration
