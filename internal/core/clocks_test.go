@@ -12,10 +12,10 @@ import (
 type clockReading struct{ wallBefore, lease, wallAfter time.Duration }
 
 // TestObserveClocks is the clock jump rule (H9): a jump is taken when wall
-// time, measured from each step's reading after the lease clock's to the
-// next step's reading before it, ran ahead of the lease clock by more than
-// JumpAfter, added up over the readings since any still in the window
-// (EpochLease); never on the first reading, never twice for one jump.
+// time, measured from any reading still in the window (EpochLease), after
+// the lease clock's, to this step's before it, ran ahead of the lease clock
+// by more than JumpAfter; never on the first reading, never twice for one
+// jump.
 func TestObserveClocks(t *testing.T) {
 	ms := time.Millisecond
 	s := time.Second
@@ -67,8 +67,13 @@ func TestObserveClocks(t *testing.T) {
 		// it does for a lease measured across both.
 		{"a fast lease clock pays back", []clockReading{{0, 0, 0}, {s, s - third, s}, {2 * s, 2 * s, 2 * s}, {3 * s, 3*s - 2*third, 3 * s}}, 0},
 		// Rounding of a coarse lease clock: readings alternately late and
-		// early by half of JumpAfter never add up.
-		{"rounding does not add up", []clockReading{{0, 0, 0}, {s, s - j/2, s}, {2 * s, 2*s + j/2, 2 * s}, {3 * s, 3*s - j/2, 3 * s}, {4 * s, 4*s + j/2, 4 * s}, {5 * s, 5*s - j/2, 5 * s}}, 0},
+		// early by a third of JumpAfter never add up.
+		{"rounding does not add up", []clockReading{{0, 0, 0}, {s, s - j/3, s}, {2 * s, 2*s + j/3, 2 * s}, {3 * s, 3*s - j/3, 3 * s}, {4 * s, 4*s + j/3, 4 * s}, {5 * s, 5*s - j/3, 5 * s}}, 0},
+		// A driver descheduled for 100 ms between its lease and wall reads
+		// makes that step's lease clock look ahead; that must not hide a
+		// later stall (a sum of per-step differences would count it as
+		// 100 ms paid back).
+		{"descheduled reads do not hide a stall", []clockReading{{0, 0, 0}, {s, s, s + 100*ms}, {2 * s, 2*s - j - ms, 2 * s}}, j + ms},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := memberNode(m1, time.Time{}, m1, m2, m3)
@@ -78,6 +83,24 @@ func TestObserveClocks(t *testing.T) {
 			}
 			require.Equal(t, tc.ahead, ahead)
 		})
+	}
+}
+
+// TestObserveClocksFarApartOrigins: a Clock may count its lease time from
+// year 1; the rule compares progress within each clock, so the two clocks'
+// origins, 2,000 years apart, neither hide a jump nor make one up.
+func TestObserveClocksFarApartOrigins(t *testing.T) {
+	j := JumpAfter(hSkew, hDrift)
+	lease0 := time.Time{}.Add(time.Hour)
+	for _, tc := range []struct {
+		stall time.Duration
+		ahead time.Duration
+	}{{j, 0}, {j + time.Millisecond, j + time.Millisecond}} {
+		n := memberNode(m1, time.Time{}, m1, m2, m3)
+		n.ObserveClocks(hBase, lease0, hBase)
+		w := hBase.Add(time.Second)
+		_, ahead := n.ObserveClocks(w, lease0.Add(time.Second-tc.stall), w)
+		require.Equal(t, tc.ahead, ahead, "a stall of %v", tc.stall)
 	}
 }
 

@@ -98,7 +98,7 @@ type Node struct {
 	// lastWall and lastLease are ObserveClocks's last readings: the wall
 	// clock's after the lease clock's.
 	lastWall, lastLease time.Time
-	// lag adds up the lease clock's lag across readings (ObserveClocks).
+	// lag remembers the readings of the look-back window (ObserveClocks).
 	lag clockLag
 
 	mem members
@@ -256,8 +256,8 @@ func (n *Node) NextDeadline() time.Time {
 
 // ObserveClocks takes one reading of the lease clock (now) between two of
 // the wall clock, and judges whether the lease clock missed time (a suspend
-// it did not count, H9): wall time ran ahead of it by more than JumpAfter,
-// added up over every reading since any anchor still in use (clockLag). If
+// it did not count, H9): wall time ran ahead of it by more than JumpAfter
+// since any reading as old as an anchor still in use (clockLag). If
 // so the node drops the delegations it holds and its liveness at once; its
 // home table and gates stay, since a stalled clock only makes them longer.
 // ahead is how far wall time ran ahead when that happened, zero otherwise.
@@ -273,17 +273,20 @@ func (n *Node) ObserveClocks(wallBefore, now, wallAfter time.Time) (r Ready, ahe
 	n.lastWall, n.lastLease = wallAfter, now
 	window := max(n.cfg.Epoch.EpochLease, n.cfg.Home.MaxLease)
 	if lastWall.IsZero() {
-		n.lag.reset(now, window)
+		n.lag.reset(now, wallAfter, window)
+		n.lag.add(wallBefore, now, wallAfter)
 		return Ready{}, 0
 	}
-	ahead = wallBefore.Sub(lastWall) - now.Sub(lastLease)
-	if !n.cfg.Holder.Mutations.ForgetsClockLag() {
-		ahead = n.lag.add(now, ahead)
+	if n.cfg.Holder.Mutations.ForgetsClockLag() {
+		ahead = wallBefore.Sub(lastWall) - now.Sub(lastLease)
+	} else {
+		ahead = n.lag.add(wallBefore, now, wallAfter)
 	}
 	if ahead <= JumpAfter(n.cfg.Home.Skew, n.cfg.Epoch.MaxDrift) || n.cfg.Holder.Mutations.MissesClockJump() {
 		return Ready{}, 0
 	}
-	n.lag.reset(now, window)
+	n.lag.reset(now, wallAfter, window)
+	n.lag.add(wallBefore, now, wallAfter)
 	n.ep.ClockJump()
 	n.home.SetLiveness(now, time.Time{})
 	n.holder.ClockJump(now)
