@@ -60,8 +60,8 @@ func (c *clockLag) since(lease, wall time.Time) time.Duration {
 
 // add takes a reading of the lease clock (now) between two of the wall
 // clock, and returns the most the wall clock ran ahead of the lease clock
-// between any earlier reading still in the window and this one (zero or
-// less when it did not).
+// between any earlier reading still in the window and this one (zero when
+// it did not).
 func (c *clockLag) add(wallBefore, now, wallAfter time.Time) time.Duration {
 	i := max(int64(now.Sub(c.origin)/c.slice), c.last)
 	c.last = i
