@@ -147,6 +147,8 @@ func TestAddedStallsSchedule(t *testing.T) {
 // epoch moves the key: the home's record of the delegation and the
 // delegation end before the new home's gate (D4, D1), because the home's
 // record (lease + Skew) ends within its liveness.
+// Each seed must reach the clamp: n1's grant to n2 carries less than the
+// lease asked for, or the schedule tests nothing.
 func TestStackedLagsSchedule(t *testing.T) {
 	for seed := uint64(1); seed <= 20; seed++ {
 		cfg := fiveNodes(seed, stackedLags)
@@ -155,8 +157,21 @@ func TestStackedLagsSchedule(t *testing.T) {
 		if r.Failed() {
 			t.Fatal(r.Report())
 		}
+		clamped := slices.ContainsFunc(r.Trace, func(l string) bool {
+			m := clampedGrant.FindStringSubmatch(l)
+			if m == nil {
+				return false
+			}
+			d, err := time.ParseDuration(m[1])
+			return err == nil && d < simLease
+		})
+		if !clamped {
+			t.Fatalf("seed %d: n1 granted n2 no lease short of its liveness:\n%s", seed, r.Report())
+		}
 	}
 }
+
+var clampedGrant = regexp.MustCompile(`deliver n1->n2 grant k\d+ \S+ req=.*? lease=(\S+) `)
 
 // TestCutShortSuspend: a suspend that another fault resumes early ends
 // there. n2 is suspended (its lease clock stopped) for a second, resumed by
