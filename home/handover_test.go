@@ -18,11 +18,7 @@ import (
 // forgotten: the simulator's seed 17033). A Drained for another move, or
 // one arriving once the gate passed by time, hands nothing over.
 func TestTakeOver(t *testing.T) {
-	n1, n2, n3, n4 := mem("n1", 1), mem("n2", 2), mem("n3", 3), mem("n4", 4)
-	e1 := msg.Epoch{Number: 1, Members: []msg.Member{n1, n2, n3}, Caps: msg.Caps{Ring: msg.RingV1}}
-	e2 := msg.Epoch{Number: 2, Members: []msg.Member{n1, n2, n3, n4}, Caps: msg.Caps{Ring: msg.RingV1}}
-	e3 := msg.Epoch{Number: 3, Members: []msg.Member{n1, n3, n4}, Caps: msg.Caps{Ring: msg.RingV1}}
-	key := movedKey(t, e1, e2, e3)
+	n1, n2, n3, n4, e1, e2, e3, key := joinedThenLeft(t)
 	tok := fence.Token{Epoch: 1, Incarnation: 1, Counter: 5}
 	const remaining = 800 * time.Millisecond
 	cases := []struct {
@@ -87,6 +83,60 @@ func TestTakeOver(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTakenOverRecordOutlivesLiveness: n4 takes over a delegation whose
+// remaining time runs past n4's own liveness, and its renewal rounds then
+// fail for a while. The record is not clamped to that liveness (as its own
+// grants are): the holder's lease comes from the old home's grant, which no
+// clamp here shortens, so a record dropped at the liveness's end would let
+// n4 grant, once its rounds succeed again, while the holder still uses it.
+func TestTakenOverRecordOutlivesLiveness(t *testing.T) {
+	n1, n2, n3, n4, e1, e2, _, key := joinedThenLeft(t)
+	tok := fence.Token{Epoch: 1, Incarnation: 1, Counter: 5}
+	const remaining, skew = 800 * time.Millisecond, 100 * time.Millisecond
+	start := time.Unix(1000, 0)
+	m := New(Config{Self: n4, Inc: 1, EpochLease: 3 * time.Second, Skew: skew,
+		MaxLease: time.Second, MinUseful: time.Millisecond, RetryInterval: 10 * time.Millisecond}, start, nil, false)
+	m.OnEpoch(start, epoch.Learned{Epoch: e2, Cert: msg.Certificate{Prev: e1}})
+	now := start.Add(10 * time.Millisecond)
+	m.SetLiveness(now, now.Add(200*time.Millisecond))
+	m.Ready()
+	m.Drained(now, msg.Envelope{From: n1, FromInc: 1, Version: 1, Epoch: 2}, msg.Drained{Key: key, From: 1, To: 2, ReceiverInc: 1,
+		Live: &msg.HandedOver{Token: tok, Holder: n3, HolderInc: 1, Lease: time.Second, Remaining: remaining}})
+	if got, _, ok := m.Holding(key); !ok || got != tok {
+		t.Fatalf("holding %v %v, want %v", got, ok, tok)
+	}
+	acq := func(at time.Time, attempt uint32) msg.Kind {
+		m.Tick(at)
+		m.Ready()
+		m.Acquire(at, msg.Envelope{From: n2, FromInc: 1, Version: 1, Epoch: 2},
+			msg.Acquire{Key: key, Req: msg.RequestID{Inc: 1, Seq: 1}, Attempt: attempt})
+		return answered(m.Ready().Msgs, n2.ID)
+	}
+	// The liveness ran out at now+200ms; a round succeeds again at
+	// now+500ms, well inside the record (receipt + remaining + Skew).
+	back := now.Add(500 * time.Millisecond)
+	m.Tick(now.Add(300 * time.Millisecond))
+	m.Ready()
+	m.SetLiveness(back, back.Add(time.Hour))
+	if k := acq(back, 1); k == msg.KindGrant {
+		t.Fatalf("n4 granted %s at %v, inside the taken-over delegation's record (to %v)",
+			key, back.Sub(start), now.Add(remaining+skew).Sub(start))
+	}
+	if k := acq(now.Add(remaining+skew+time.Millisecond), 2); k != msg.KindGrant {
+		t.Fatalf("after the taken-over record ran out, n2's Acquire answered %v, want a grant", k)
+	}
+}
+
+// joinedThenLeft: n4 joins in e2 and n2 leaves in e3; key is one that n1
+// homes in e1 and n4 in e2 and e3.
+func joinedThenLeft(t *testing.T) (n1, n2, n3, n4 msg.Member, e1, e2, e3 msg.Epoch, key string) {
+	n1, n2, n3, n4 = mem("n1", 1), mem("n2", 2), mem("n3", 3), mem("n4", 4)
+	e1 = msg.Epoch{Number: 1, Members: []msg.Member{n1, n2, n3}, Caps: msg.Caps{Ring: msg.RingV1}}
+	e2 = msg.Epoch{Number: 2, Members: []msg.Member{n1, n2, n3, n4}, Caps: msg.Caps{Ring: msg.RingV1}}
+	e3 = msg.Epoch{Number: 3, Members: []msg.Member{n1, n3, n4}, Caps: msg.Caps{Ring: msg.RingV1}}
+	return n1, n2, n3, n4, e1, e2, e3, movedKey(t, e1, e2, e3)
 }
 
 func mem(id string, store uint64) msg.Member {
