@@ -23,6 +23,7 @@ func (*Mutations) grantPastLiveness() bool         { return false }
 func (*Mutations) grantExpiryNoSkew() bool         { return false }
 func (*Mutations) renewPastLiveness() bool         { return false }
 func (*Mutations) viewPastLiveness() bool          { return false }
+func (*Mutations) takeOverWithinLiveness() bool    { return false }
 func (*Mutations) renewExpiryNoSkew() bool         { return false }
 func (*Mutations) reclaimNoSkew() bool             { return false }
 func (*Mutations) releaseAnyToken() bool           { return false }

@@ -51,6 +51,11 @@ type Mutations struct {
 	// outlives its liveness: with the lag of the home's lease clock, past
 	// the next epoch's gate (H9).
 	ViewPastLiveness bool
+	// TakeOverWithinLiveness clamps the record of a taken-over delegation
+	// to the new home's liveness, as its own grants are: a record cut there
+	// lets the home grant once its rounds succeed again, while the holder
+	// still uses the old home's lease.
+	TakeOverWithinLiveness bool
 	// RenewExpiryNoSkew extends a renewed delegation's home-side expiry
 	// without Skew.
 	RenewExpiryNoSkew bool
@@ -78,6 +83,7 @@ func (m *Mutations) grantPastLiveness() bool         { return m.GrantPastLivenes
 func (m *Mutations) grantExpiryNoSkew() bool         { return m.GrantExpiryNoSkew }
 func (m *Mutations) renewPastLiveness() bool         { return m.RenewPastLiveness }
 func (m *Mutations) viewPastLiveness() bool          { return m.ViewPastLiveness }
+func (m *Mutations) takeOverWithinLiveness() bool    { return m.TakeOverWithinLiveness }
 func (m *Mutations) renewExpiryNoSkew() bool         { return m.RenewExpiryNoSkew }
 func (m *Mutations) reclaimNoSkew() bool             { return m.ReclaimNoSkew }
 func (m *Mutations) releaseAnyToken() bool           { return m.ReleaseAnyToken }
