@@ -267,8 +267,10 @@ func (m *Machine) takeOver(now time.Time, ke *entry, d msg.Drained) {
 		return
 	}
 	expires := deadline.At(now.Add(l.Remaining + m.cfg.Skew))
-	if live := deadline.At(m.liveUntil); m.cfg.Mutations.takeOverWithinLiveness() && live.Before(expires) {
-		expires = live
+	if m.cfg.Mutations.takeOverWithinLiveness() {
+		if live := deadline.At(m.liveUntil); live.Before(expires) {
+			expires = live
+		}
 	}
 	if old := ke.deleg(); old != nil {
 		tok := m.dtok(ke).Token()
