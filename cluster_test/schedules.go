@@ -356,6 +356,57 @@ func homeGoesUnderSection(s *Sim, goes func(n1 *simNode)) {
 	s.After(at+4*simLease-1500*time.Millisecond, func() { s.LockKey("n4", key) })
 }
 
+// keyAwayAndBack: n4 leaves, then joins again while n2 holds a key that n1
+// homes without n4 and n4 with it. n1 hands n2's running delegation to n4,
+// which takes it over and renews it, and n4 leaves again at once: the key
+// comes back to n1 while n1 still keeps its own record of the delegation,
+// which n4's renewal outlasts. n2's first Renew to n1 makes n1 ask n4, which
+// hands the delegation back; then n1 and n2 are cut off from each other, so
+// no renewal of n1's extends its record, and n3 asks n1 for the key. n1
+// must not grant it before the handed-back end (TestTakeOverOwnRecord's
+// case).
+func keyAwayAndBack(s *Sim) {
+	at := simEpochLease + simSkew + 300*time.Millisecond
+	n4 := s.Node("n4")
+	var key string
+	s.After(at, func() {
+		key = s.keyMovingOff("n1", "n4", "n1")
+		s.leaveThenJoin(n4, 1500*time.Millisecond)
+	})
+	s.After(at+500*time.Millisecond, func() { s.LockKeyFor("n2", key, 4*simLease) })
+	back, cut := false, false
+	s.cfg.Filter = func(from, to msg.NodeID, env msg.Envelope) bool {
+		if r, ok := env.Body.(msg.Renew); ok && back && !cut && from == "n2" && to == "n1" && r.Key == key {
+			cut = true
+			s.After(0, func() { s.Cut("n1", "n2") })
+			s.After(50*time.Millisecond, func() { s.LockKey("n3", key) })
+			s.After(3*simLease, func() {
+				n1, n2 := s.Node("n1"), s.Node("n2")
+				s.net.Mend(n1.idx, n2.idx)
+				s.net.Mend(n2.idx, n1.idx)
+			})
+		}
+		return true
+	}
+	var poll func()
+	poll = func() {
+		if n4.core == nil {
+			return
+		}
+		if _, holder, ok := n4.core.Home().Holding(key); !ok || holder != "n2" {
+			s.After(time.Millisecond, poll)
+			return
+		}
+		// n4 took the delegation over; n2's Renew that asked for it is
+		// answered within a retry interval.
+		s.After(80*time.Millisecond, func() {
+			back = true
+			s.leaveThenJoin(n4, 10*time.Second)
+		})
+	}
+	s.After(at+1500*time.Millisecond, poll)
+}
+
 // heldUpLeave: n2 leaves cleanly and asks to join again 700ms later; its
 // Leave to n3 is held up in the network until n3 has learned the epoch that
 // took n2 back. That Leave predates n2's rejoining and must remove nobody:

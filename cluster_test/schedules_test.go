@@ -173,6 +173,37 @@ func TestStackedLagsSchedule(t *testing.T) {
 
 var clampedGrant = regexp.MustCompile(`deliver n1->n2 grant k\d+ \S+ req=.*? lease=(\S+) `)
 
+// TestKeyAwayAndBackSchedule: a key comes back to a home that still keeps
+// its own record of the delegation it handed over, which the other home
+// renewed past that record meanwhile; cut off from the holder, the home
+// learns of the renewal only from the hand-back, and must not grant the key
+// before its end. Each seed must reach that state (n4 hands the delegation
+// back to n1, then n3 gets the key), or the schedule tests nothing.
+func TestKeyAwayAndBackSchedule(t *testing.T) {
+	for seed := uint64(1); seed <= 10; seed++ {
+		cfg := fourNodes(seed, keyAwayAndBack)
+		cfg.Trace = true
+		r := Run(cfg)
+		if r.Failed() {
+			t.Fatal(r.Report())
+		}
+		key, reached := "", false
+		for _, l := range r.Trace {
+			if m := handedBack.FindStringSubmatch(l); m != nil {
+				key = m[1]
+			}
+			if key != "" && strings.Contains(l, "admit n3 "+key+" ") {
+				reached = true
+			}
+		}
+		if !reached {
+			t.Fatalf("seed %d: n4 never handed the delegation back before n3 got the key:\n%s", seed, r.Report())
+		}
+	}
+}
+
+var handedBack = regexp.MustCompile(`deliver n4->n1 drained (k\d+) \d+->\d+ live=\S+ holder=n2`)
+
 // TestCutShortSuspend: a suspend that another fault resumes early ends
 // there. n2 is suspended (its lease clock stopped) for a second, resumed by
 // another fault after 200 ms, runs, and is paused again before the

@@ -277,7 +277,7 @@ func (m *Machine) takeOver(now time.Time, ke *entry, d msg.Drained) {
 		if tok == l.Token {
 			// Ours before, handed over when the key left, back now: the
 			// other home may have extended it past our record's end.
-			if expires.After(old.expires) {
+			if expires.After(old.expires) && !m.cfg.Mutations.keepOwnRecordOnHandBack() {
 				old.expires = expires
 				m.timers.Add(ke, expires)
 			}

@@ -56,6 +56,10 @@ type Mutations struct {
 	// lets the home grant once its rounds succeed again, while the holder
 	// still uses the old home's lease.
 	TakeOverWithinLiveness bool
+	// KeepOwnRecordOnHandBack leaves this home's own record of a delegation
+	// as it was when the delegation comes back to it through a Drained,
+	// though the other home may have renewed it past that record's end.
+	KeepOwnRecordOnHandBack bool
 	// RenewExpiryNoSkew extends a renewed delegation's home-side expiry
 	// without Skew.
 	RenewExpiryNoSkew bool
@@ -84,6 +88,7 @@ func (m *Mutations) grantExpiryNoSkew() bool         { return m.GrantExpiryNoSke
 func (m *Mutations) renewPastLiveness() bool         { return m.RenewPastLiveness }
 func (m *Mutations) viewPastLiveness() bool          { return m.ViewPastLiveness }
 func (m *Mutations) takeOverWithinLiveness() bool    { return m.TakeOverWithinLiveness }
+func (m *Mutations) keepOwnRecordOnHandBack() bool   { return m.KeepOwnRecordOnHandBack }
 func (m *Mutations) renewExpiryNoSkew() bool         { return m.RenewExpiryNoSkew }
 func (m *Mutations) reclaimNoSkew() bool             { return m.ReclaimNoSkew }
 func (m *Mutations) releaseAnyToken() bool           { return m.ReleaseAnyToken }
