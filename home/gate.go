@@ -266,7 +266,11 @@ func (m *Machine) takeOver(now time.Time, ke *entry, d msg.Drained) {
 	if gate, _ := m.gateFor(ke.key, ke); !gate.After(now) {
 		return
 	}
-	expires := deadline.At(now.Add(l.Remaining + m.cfg.Skew))
+	skew := m.cfg.Skew
+	if m.cfg.Mutations.takeOverNoSkew() {
+		skew = 0
+	}
+	expires := deadline.At(now.Add(l.Remaining + skew))
 	if m.cfg.Mutations.takeOverWithinLiveness() {
 		if live := deadline.At(m.liveUntil); live.Before(expires) {
 			expires = live

@@ -25,6 +25,7 @@ func (*Mutations) renewPastLiveness() bool         { return false }
 func (*Mutations) viewPastLiveness() bool          { return false }
 func (*Mutations) takeOverWithinLiveness() bool    { return false }
 func (*Mutations) keepOwnRecordOnHandBack() bool   { return false }
+func (*Mutations) takeOverNoSkew() bool            { return false }
 func (*Mutations) renewExpiryNoSkew() bool         { return false }
 func (*Mutations) reclaimNoSkew() bool             { return false }
 func (*Mutations) releaseAnyToken() bool           { return false }

@@ -60,6 +60,10 @@ type Mutations struct {
 	// as it was when the delegation comes back to it through a Drained,
 	// though the other home may have renewed it past that record's end.
 	KeepOwnRecordOnHandBack bool
+	// TakeOverNoSkew records a taken-over delegation for its remaining time
+	// from receipt without Skew, so a holder whose clock runs slow may still
+	// use it when the new home grants the key.
+	TakeOverNoSkew bool
 	// RenewExpiryNoSkew extends a renewed delegation's home-side expiry
 	// without Skew.
 	RenewExpiryNoSkew bool
@@ -89,6 +93,7 @@ func (m *Mutations) renewPastLiveness() bool         { return m.RenewPastLivenes
 func (m *Mutations) viewPastLiveness() bool          { return m.ViewPastLiveness }
 func (m *Mutations) takeOverWithinLiveness() bool    { return m.TakeOverWithinLiveness }
 func (m *Mutations) keepOwnRecordOnHandBack() bool   { return m.KeepOwnRecordOnHandBack }
+func (m *Mutations) takeOverNoSkew() bool            { return m.TakeOverNoSkew }
 func (m *Mutations) renewExpiryNoSkew() bool         { return m.RenewExpiryNoSkew }
 func (m *Mutations) reclaimNoSkew() bool             { return m.ReclaimNoSkew }
 func (m *Mutations) releaseAnyToken() bool           { return m.ReleaseAnyToken }
