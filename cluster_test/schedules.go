@@ -380,11 +380,7 @@ func keyAwayAndBack(s *Sim) {
 			cut = true
 			s.After(0, func() { s.Cut("n1", "n2") })
 			s.After(50*time.Millisecond, func() { s.LockKey("n3", key) })
-			s.After(3*simLease, func() {
-				n1, n2 := s.Node("n1"), s.Node("n2")
-				s.net.Mend(n1.idx, n2.idx)
-				s.net.Mend(n2.idx, n1.idx)
-			})
+			s.After(3*simLease, func() { s.Mend("n1", "n2") })
 		}
 		return true
 	}

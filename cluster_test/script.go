@@ -42,6 +42,13 @@ func (s *Sim) Cut(a, b string) {
 	s.net.Cut(y.idx, x.idx)
 }
 
+// Mend undoes Cut.
+func (s *Sim) Mend(a, b string) {
+	x, y := s.Node(a), s.Node(b)
+	s.net.Mend(x.idx, y.idx)
+	s.net.Mend(y.idx, x.idx)
+}
+
 // forgottenAcceptance is the forgetful-acceptor counterexample (docs/design.md). n1 proposes an epoch
 // without n3 and gets it chosen through n2's acceptance; n1's Learn never
 // reaches n2, which then crashes and restarts; n3, cut off from n1, proposes
