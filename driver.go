@@ -232,7 +232,12 @@ func (n *Node) admitted(s *lockShard, e *delegation.Event) Handle {
 func (n *Node) admittedAt(s *lockShard, key string, locker uint64, a *delegation.Admission) Handle {
 	sec := s.take(n)
 	sec.locker, sec.slot = locker, a.Slot
-	sec.expires.Store(instantBootNanos(a.Expires))
+	// A section reused for the next admission under the same delegation
+	// usually keeps its lease end (Handle.state reads it only while held):
+	// the store, a full barrier, is skipped then.
+	if exp := instantBootNanos(a.Expires); sec.expires.Load() != exp {
+		sec.expires.Store(exp)
+	}
 	gen := sec.word.Load()>>stateBits + 1
 	sec.word.Store(packWord(gen, stateHeld))
 	s.setSection(a.Slot, sec)

@@ -112,7 +112,8 @@ func (h Handle) Grant() []byte { return h.signed }
 func (h Handle) Scope() Scope { return h.scope }
 
 // state is h's section's state and lease end, read as one: a section
-// reused since (a later generation) reads as released.
+// reused since (a later generation) reads as released, and a section that
+// is not held has no lease left (so the unlock need not also store that).
 func (h Handle) state() (state uint64, expires int64) {
 	if h.s == nil {
 		return stateReleased, math.MinInt64
@@ -122,9 +123,12 @@ func (h Handle) state() (state uint64, expires int64) {
 		if w>>stateBits != h.gen {
 			return stateReleased, math.MinInt64
 		}
+		if w&stateMask != stateHeld {
+			return w & stateMask, math.MinInt64
+		}
 		exp := h.s.expires.Load()
 		if h.s.word.Load() == w {
-			return w & stateMask, exp
+			return stateHeld, exp
 		}
 	}
 }
@@ -252,7 +256,6 @@ func (s *section) end() {
 // finish wakes Done and Context of a section whose state has left held.
 // A second call finds nothing to wake.
 func (s *section) finish() {
-	s.expires.Store(math.MinInt64)
 	if !s.asked.Load() {
 		// No Done or Context came before the state left held, and any
 		// that comes now sees it ended: nothing to close.

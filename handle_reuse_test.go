@@ -164,3 +164,39 @@ func TestDoneClosesAcrossUnlock(t *testing.T) {
 	wg.Wait()
 	require.Zero(t, open.Load(), "Done channels or contexts left open after Unlock")
 }
+
+// TestEndedSectionHasNoLease: once unlocked, a Handle has no lease left
+// even before its section is reused (the unlock stores no lease end; the
+// state says it), and a reused section carries its new admission's lease
+// end, whether it equals the last one (the store is skipped) or not.
+func TestEndedSectionHasNoLease(t *testing.T) {
+	n := readyNode(t)
+	ctx := context.Background()
+	h1, err := n.Lock(ctx, "k")
+	require.NoError(t, err)
+	exp := h1.Expires()
+	require.True(t, exp.After(n.clock.Now()), "a held section's lease end is ahead")
+	require.NoError(t, h1.Unlock())
+	require.True(t, h1.Expires().Before(n.clock.Now()), "an unlocked section still shows its lease end %v", h1.Expires())
+	require.Zero(t, h1.Remaining())
+
+	h2, err := n.Lock(ctx, "k")
+	require.NoError(t, err)
+	require.Same(t, h1.s, h2.s, "the repeat lock reuses the ended section")
+	require.Equal(t, exp, h2.Expires(), "the next section under the same delegation ends with it")
+	require.True(t, h1.Expires().Before(n.clock.Now()))
+	require.NoError(t, h2.Unlock())
+
+	short := 100 * time.Millisecond
+	h3, err := n.Lock(ctx, "k", WithLease(short))
+	require.NoError(t, err)
+	require.Same(t, h1.s, h3.s)
+	require.True(t, h3.Expires().Before(exp), "a shorter lease's end %v, not the delegation's %v", h3.Expires(), exp)
+	require.LessOrEqual(t, h3.Remaining(), short)
+	require.NoError(t, h3.Unlock())
+
+	h4, err := n.Lock(ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, exp, h4.Expires(), "back to the delegation's end after a shorter lease")
+	require.NoError(t, h4.Unlock())
+}
