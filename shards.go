@@ -52,9 +52,18 @@ func newLockShards(n int) []lockShard {
 	s := make([]lockShard, n)
 	for i := range s {
 		s[i].index = i
+		// The repeat lock writes both slices of its shard. Made as small
+		// as they start, the shards' slices would share cache lines, and
+		// locks on distinct shards on two cores would contend for them: a
+		// line each (the 64-byte size class is line-aligned).
+		s[i].sections = make([]*section, 0, cacheLine/8)
+		s[i].free = make([]*section, 0, cacheLine/8)
 	}
 	return s
 }
+
+// cacheLine is the size of a CPU cache line on the usual hosts.
+const cacheLine = 64
 
 // shardOf is key's shard, as the holder machine splits keys.
 func (n *Node) shardOf(key string) *lockShard {

