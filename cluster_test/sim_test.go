@@ -265,4 +265,13 @@ func TestSimFoundSeeds(t *testing.T) {
 			t.Errorf("seed %d: %s", seed, r.Report())
 		}
 	}
+	// Over a minute: a node with no tick due for an EpochLease before a
+	// suspend, whose deliveries took no clock readings, kept none in the
+	// core's look-back window and took no jump on resume (E2); the driver
+	// reads its clocks on every step, and now the simulator does too.
+	cfg := DefaultSimConfig(8007110)
+	cfg.Duration = time.Minute
+	if r := Run(cfg); r.Failed() {
+		t.Errorf("seed 8007110 over a minute: %s", r.Report())
+	}
 }
