@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/homelock/homelock/delegation"
+	"github.com/homelock/homelock/internal/cacheline"
 	"github.com/homelock/homelock/internal/deadline"
 )
 
@@ -39,7 +40,7 @@ type lockShard struct {
 	yielded int64
 	// A cache line of its own: shards sit side by side and are written
 	// from different cores.
-	_ [64]byte
+	_ cacheline.Pad
 }
 
 // shardBits is how many low bits of a locker ID name its shard.
@@ -52,18 +53,11 @@ func newLockShards(n int) []lockShard {
 	s := make([]lockShard, n)
 	for i := range s {
 		s[i].index = i
-		// The repeat lock writes both slices of its shard. Made as small
-		// as they start, the shards' slices would share cache lines, and
-		// locks on distinct shards on two cores would contend for them: a
-		// line each (the 64-byte size class is line-aligned).
-		s[i].sections = make([]*section, 0, cacheLine/8)
-		s[i].free = make([]*section, 0, cacheLine/8)
+		// The repeat lock writes both.
+		s[i].sections, s[i].free = cacheline.Slice[*section](), cacheline.Slice[*section]()
 	}
 	return s
 }
-
-// cacheLine is the size of a CPU cache line on the usual hosts.
-const cacheLine = 64
 
 // shardOf is key's shard, as the holder machine splits keys.
 func (n *Node) shardOf(key string) *lockShard {

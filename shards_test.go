@@ -13,6 +13,7 @@ import (
 
 	"github.com/homelock/homelock/delegation"
 	"github.com/homelock/homelock/fence"
+	"github.com/homelock/homelock/internal/cacheline"
 	"github.com/homelock/homelock/internal/deadline"
 )
 
@@ -171,8 +172,8 @@ func TestShardSlicesOwnTheirLines(t *testing.T) {
 	for i := range shards {
 		s := &shards[i]
 		for name, sl := range map[string][]*section{"sections": s.sections, "free": s.free} {
-			require.GreaterOrEqual(t, uintptr(cap(sl))*unsafe.Sizeof((*section)(nil)), uintptr(cacheLine), "shard %d %s", i, name)
-			require.Zero(t, uintptr(unsafe.Pointer(unsafe.SliceData(sl)))%cacheLine, "shard %d %s", i, name)
+			require.GreaterOrEqual(t, uintptr(cap(sl))*unsafe.Sizeof((*section)(nil)), uintptr(cacheline.Size), "shard %d %s", i, name)
+			require.Zero(t, uintptr(unsafe.Pointer(unsafe.SliceData(sl)))%cacheline.Size, "shard %d %s", i, name)
 		}
 	}
 }

@@ -2,9 +2,9 @@ package delegation
 
 import (
 	"slices"
-	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/homelock/homelock/internal/cacheline"
 	"github.com/homelock/homelock/internal/deadline"
 	"github.com/homelock/homelock/internal/keytab"
 )
@@ -27,22 +27,15 @@ type shard struct {
 	// Shards sit side by side in one slice and are written from different
 	// cores: a cache line of their own each, so one core's fast path does
 	// not invalidate another's.
-	_ [64]byte
+	_ cacheline.Pad
 }
 
 func newShard() shard {
 	return shard{keys: keytab.New(func(ks *keyState) string { return ks.key }),
 		timers: deadline.NewHeap(func(ks *keyState) *uint32 { return &ks.pos }),
-		// The fast path writes both slices. Made as small as they start,
-		// the shards' slices would share cache lines, and admissions on
-		// distinct shards on two cores would contend for them: a line each
-		// (the 64-byte size class is line-aligned).
-		handles:     make([]handle, 0, cacheLine/unsafe.Sizeof(handle{})),
-		freeHandles: make([]uint32, 0, cacheLine/4)}
+		// The fast path writes both.
+		handles: cacheline.Slice[handle](), freeHandles: cacheline.Slice[uint32]()}
 }
-
-// cacheLine is the size of a CPU cache line on the usual hosts.
-const cacheLine = 64
 
 // ShardOf is the shard of key among n: the same for every machine and every
 // run, so that a seeded simulation replays.

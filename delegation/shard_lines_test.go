@@ -5,6 +5,8 @@ import (
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/homelock/homelock/internal/cacheline"
 )
 
 // TestShardSlicesOwnTheirLines: the slices the fast path writes (the
@@ -14,9 +16,9 @@ import (
 func TestShardSlicesOwnTheirLines(t *testing.T) {
 	for i := range 16 {
 		s := newShard()
-		require.GreaterOrEqual(t, uintptr(cap(s.handles))*unsafe.Sizeof(handle{}), uintptr(cacheLine), "shard %d handles", i)
-		require.Zero(t, uintptr(unsafe.Pointer(unsafe.SliceData(s.handles)))%cacheLine, "shard %d handles", i)
-		require.GreaterOrEqual(t, cap(s.freeHandles)*4, cacheLine, "shard %d free handles", i)
-		require.Zero(t, uintptr(unsafe.Pointer(unsafe.SliceData(s.freeHandles)))%cacheLine, "shard %d free handles", i)
+		require.GreaterOrEqual(t, uintptr(cap(s.handles))*unsafe.Sizeof(handle{}), uintptr(cacheline.Size), "shard %d handles", i)
+		require.Zero(t, uintptr(unsafe.Pointer(unsafe.SliceData(s.handles)))%cacheline.Size, "shard %d handles", i)
+		require.GreaterOrEqual(t, cap(s.freeHandles)*4, cacheline.Size, "shard %d free handles", i)
+		require.Zero(t, uintptr(unsafe.Pointer(unsafe.SliceData(s.freeHandles)))%cacheline.Size, "shard %d free handles", i)
 	}
 }
