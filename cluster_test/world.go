@@ -244,18 +244,14 @@ func (s *Sim) dispatch(e *event) (kept bool) {
 		n.deferred = append(n.deferred, e)
 		return true
 	}
-	if e.kind != evTick {
+	if e.kind != evTick { // a tick reads the clocks itself
 		// Every driver step reads its clocks and judges a jump first
-		// (Node.stepNow), and its timer goroutine reads them at least every
-		// maxSleep: without these readings a node that had no tick due for
-		// an EpochLease before a suspend kept none in the core's look-back
-		// window, and took no jump on resume (seed 8,007,110 with
-		// --duration 1m: E2), which no production node can do. The tick
-		// reads them itself.
+		// (Node.stepNow): without these readings a node with no tick due
+		// for an EpochLease before a suspend kept none in the core's
+		// look-back window and took no jump on resume (seed 8,007,110 over
+		// a minute: E2). A jump's Ready crashes nothing at once (crashes
+		// are scheduled), so the node still runs.
 		n.observeClocks(s)
-		if n.core == nil || e.gen != n.gen {
-			return false
-		}
 	}
 	switch e.kind {
 	case evDeliver:
