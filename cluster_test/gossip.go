@@ -19,7 +19,8 @@ import (
 // (up, not paused, no cut either way, no gossip blackout) is alive and
 // learns of the prober; one reached only through another peer (memberlist's
 // indirect probe) stays alive; one not reached for suspectAfter is suspect,
-// for deadAfter dead. memberlist stops gossiping to a dead peer after
+// for deadAfter dead, until a peer heard from it since gossips it alive
+// again (spread: memberlist's refutation). memberlist stops gossiping to a dead peer after
 // gossipToDead: from then on only a join (Ready.GossipJoin, from either
 // side) brings it back, which is what made long partitions never heal
 // before the core kept rejoining. A process shares its view with the peers
@@ -164,11 +165,7 @@ func (s *Sim) gossipTick() {
 			if reach[a.idx][b.idx] {
 				s.learn(a, b)
 				s.learn(b, a)
-				for _, pe := range b.view {
-					if !pe.dead && pe.peer != a && a.entry(pe.peer) == nil {
-						s.learn(a, pe.peer)
-					}
-				}
+				s.spread(a, b)
 				continue
 			}
 			if !e.dead && indirectReach(reach, a, b) {
@@ -193,6 +190,27 @@ func (s *Sim) gossipTick() {
 	s.checkHealing()
 	if s.now.Before(simBase.Add(s.cfg.Duration)) {
 		s.After(gossipEvery, s.gossipTick)
+	}
+}
+
+// spread is what a learns from b's view when a's probe reaches b: every
+// peer b holds alive that a does not know, and every peer a holds dead that
+// b has heard from since a declared it dead. The second is memberlist's
+// refutation: a member that hears it was declared dead (the dead message
+// reaches it through any peer that reaches both) gossips itself alive under
+// a higher incarnation, and that revives it everywhere the gossip reaches,
+// where indirect probes then keep it alive. Without it, a member cut from
+// one peer but reached by another stayed dead in the first one's view for
+// good, and was removed, rejoined and removed again for as long as the cut
+// lasted (seed 8031513 over a minute).
+func (s *Sim) spread(a, b *simNode) {
+	for _, pe := range b.view {
+		if pe.dead || pe.peer == a {
+			continue
+		}
+		if e := a.entry(pe.peer); e == nil || (e.dead && pe.lastSeen.After(e.deadAt)) {
+			s.learn(a, pe.peer)
+		}
 	}
 }
 

@@ -63,7 +63,7 @@ var mutations = map[string]mutationEntry{
 	"Home.ViewPastLiveness":        {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, invExclusion}, seeds: 20, schedule: func(seed uint64) SimConfig { return fiveNodes(seed, stackedLags) }},
 	"Home.TakeOverWithinLiveness":  {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, invExclusion}, seeds: 100},
 	"Home.KeepOwnRecordOnHandBack": {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, invExclusion}, seeds: 20, schedule: func(seed uint64) SimConfig { return fourNodes(seed, keyAwayAndBack) }},
-	"Home.TakeOverNoSkew":          {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, invExclusion}, seeds: 300},
+	"Home.TakeOverNoSkew":          {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, invExclusion}, seeds: 20, schedule: func(seed uint64) SimConfig { return fourNodes(seed, keyAwayAndBack) }}, // random seeds: 105, 450 once gossip revived refuted deaths
 	"Home.RenewPastLiveness":       {broken: []string{lockcheck.InvLiveness}, seeds: 60},
 	"Home.RenewExpiryNoSkew":       {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, invExclusion}, seeds: 200},
 	"Home.ReclaimNoSkew":           {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion}, seeds: 20, schedule: func(seed uint64) SimConfig { return fixedSchedule(seed, pausedAdoptedHolder) }},
