@@ -71,9 +71,45 @@ func (n *Node) drainInbox() {
 	}
 }
 
-// apply carries out one step's Ready, in the order the core requires: the
-// durable writes synced first, then the messages, then the events (mu held).
+// apply carries out one step's Ready, then steps the follow-ups its events
+// called for, each after the step before it was carried out, in the order
+// called for (all locks held). A follow-up is never stepped inside the
+// step that asked for it: the machines see one input at a time, and every
+// Ready is carried out whole before the next step starts.
 func (n *Node) apply(now time.Time, rd core.Ready) {
+	if n.applying {
+		// A step inside a step: the outer Ready's remaining events would
+		// be carried out after the inner one's, out of the order the
+		// machines made them in.
+		panic("homelock: a step was applied inside another step")
+	}
+	n.applying = true
+	defer func() { n.applying = false }()
+	n.carry(now, rd)
+	for i := 0; i < len(n.followUps); i++ {
+		if !n.usable() {
+			break
+		}
+		e := n.followUps[i]
+		switch e.Kind {
+		case delegation.Admitted: // its locker gave up as it was admitted
+			if rd, ok := n.core.Unlock(now, e.Key, e.Locker); ok {
+				n.carry(now, rd)
+			}
+		case delegation.Settle:
+			n.carry(now, n.core.Settled(now, e.Key, e.Token, e.Barrier, nil))
+		case delegation.WaitFresh:
+			n.carry(now, n.core.Fresh(now, e.Key, e.Token, nil))
+		}
+	}
+	clear(n.followUps)
+	n.followUps = n.followUps[:0]
+}
+
+// carry carries out one step's Ready, in the order the core requires: the
+// durable writes synced first, then the messages, then the events (all
+// locks held).
+func (n *Node) carry(now time.Time, rd core.Ready) {
 	if rd.HasWrites() {
 		err := n.store.Commit(localstore.Writes{Acceptor: rd.Acceptor, Learned: rd.Learned, GatePassed: rd.GatePassed})
 		if err != nil {
@@ -191,9 +227,7 @@ func (n *Node) deliver(now time.Time, e delegation.Event) {
 		w := n.waiters[e.Locker]
 		if w == nil {
 			// The locker gave up (context ended) as it was admitted.
-			if rd, ok := n.core.Unlock(now, e.Key, e.Locker); ok {
-				n.apply(now, rd)
-			}
+			n.followUps = append(n.followUps, e)
 			return
 		}
 		delete(n.waiters, e.Locker)
@@ -271,12 +305,8 @@ func failure(e delegation.Event) error {
 // (a completion for another token is dropped by the holder, H20). mu held.
 func (n *Node) runHook(now time.Time, e delegation.Event) {
 	settle := e.Kind == delegation.Settle
-	if settle && n.cfg.Barrier == nil {
-		n.apply(now, n.core.Settled(now, e.Key, e.Token, e.Barrier, nil))
-		return
-	}
-	if !settle && n.cfg.WaitFresh == nil {
-		n.apply(now, n.core.Fresh(now, e.Key, e.Token, nil))
+	if (settle && n.cfg.Barrier == nil) || (!settle && n.cfg.WaitFresh == nil) {
+		n.followUps = append(n.followUps, e) // done at once: nothing to run
 		return
 	}
 	n.startHook(hookRun{e: e, d: e.Deadline.Sub(now)})

@@ -49,10 +49,15 @@ type Node struct {
 	batches map[msg.NodeID]int
 	batch   [][]msg.Envelope
 	batchTo []msg.Member
-	core    *core.Node
-	closing bool  // Close began: no new lockers
-	closed  bool  // no more steps
-	failed  error // the store failed: the node stopped stepping
+	// followUps are inputs a step's events call for (an abandoned
+	// admission's Unlock, a hook the store does not have): apply steps
+	// them after the step that called for them, not inside it (driver.go).
+	followUps []delegation.Event
+	applying  bool // apply runs: it must not be entered again
+	core      *core.Node
+	closing   bool  // Close began: no new lockers
+	closed    bool  // no more steps
+	failed    error // the store failed: the node stopped stepping
 	// stopped is failed wrapped in ErrStoreFailed, for Err to read without
 	// the node's locks.
 	stopped atomic.Pointer[error]
