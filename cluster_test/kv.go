@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,7 +26,9 @@ import (
 // fence.Guard that shares that Pebble, so the fence records (highest token,
 // segment, receipt) and the business value land in one synced batch (F6).
 // The write is then replicated to every other KV asynchronously, over a KVNet
-// (one queue and one goroutine per ordered pair, in order per pair).
+// (one queue and one goroutine per ordered pair, in order per pair); a
+// replica applies each run of queued writes to distinct keys in one synced
+// batch (fence.Guard.ApplyBatch).
 //
 // The token check. Every value carries its Version, (token, timestamp),
 // ordered by token first. A replica applies a replicated write only if it is
@@ -470,28 +474,41 @@ func (kv *KV) reject() {
 
 // apply commits w through the Guard and records its version (k.mu held).
 func (kv *KV) apply(ctx context.Context, k *kvKey, w replWrite) error {
-	_, err := kv.guard.Apply(ctx, fence.Mutation{
-		Signed: w.signed, Resource: w.key, Owner: w.from, Operation: kv.op,
-		OpID: w.opID, Section: w.ver.Token.Section, Segment: w.seg, Payload: w.payload,
-	}, func(b *pebble.Batch) error {
-		return b.Set(valueKey(w.key), w.payload, nil)
-	})
-	if err != nil {
+	it := kv.item(w)
+	if _, err := kv.guard.Apply(ctx, it.Mutation, it.Stage); err != nil {
 		return err
 	}
-	k.segTok, k.seg = w.ver.Token, w.seg
 	kv.mu.Lock()
-	k.ver = w.ver
-	kv.lastTS = max(kv.lastTS, w.ver.TS)
+	kv.committed(k, w)
 	close(kv.changed)
 	kv.changed = make(chan struct{})
 	kv.mu.Unlock()
 	return nil
 }
 
-// applyRemote is the replica side: apply w only if it is newer than what
-// this replica holds (token first), through this replica's Guard.
-func (kv *KV) applyRemote(w replWrite) {
+// item is w as a Guard mutation that stages its value.
+func (kv *KV) item(w replWrite) fence.BatchItem {
+	return fence.BatchItem{
+		Mutation: fence.Mutation{
+			Signed: w.signed, Resource: w.key, Owner: w.from, Operation: kv.op,
+			OpID: w.opID, Section: w.ver.Token.Section, Segment: w.seg, Payload: w.payload,
+		},
+		Stage: func(b *pebble.Batch) error { return b.Set(valueKey(w.key), w.payload, nil) },
+	}
+}
+
+// committed records that w is stored (k.mu and kv.mu held); the caller
+// wakes the waiters on kv.changed.
+func (kv *KV) committed(k *kvKey, w replWrite) {
+	k.segTok, k.seg = w.ver.Token, w.seg
+	k.ver = w.ver
+	kv.lastTS = max(kv.lastTS, w.ver.TS)
+}
+
+// applyRemote is the replica side: it applies each of ws (distinct keys)
+// that is newer than what this replica holds (token first), through this
+// replica's Guard, all of them in one synced commit.
+func (kv *KV) applyRemote(ws []replWrite) {
 	kv.mu.Lock()
 	if kv.closed { // dropped, as by a crashed replica
 		kv.mu.Unlock()
@@ -500,18 +517,55 @@ func (kv *KV) applyRemote(w replWrite) {
 	kv.writes.Add(1)
 	defer kv.writes.Done()
 	kv.mu.Unlock()
-	k := kv.keyState(w.key)
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if w.ver.Compare(k.ver) <= 0 {
-		kv.replicaStale.Add(1)
+	// Each key's lock, in key order (a writer holds one at a time), from
+	// the version check until the commit.
+	order := make([]int, len(ws))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(ws[a].key, ws[b].key) })
+	for j := 1; j < len(order); j++ {
+		if ws[order[j]].key == ws[order[j-1]].key {
+			panic(fmt.Sprintf("kv %s: key %q twice in one replicated batch", kv.id, ws[order[j]].key))
+		}
+	}
+	ks := make([]*kvKey, len(ws))
+	for _, i := range order {
+		ks[i] = kv.keyState(ws[i].key)
+		ks[i].mu.Lock()
+	}
+	defer func() {
+		for _, k := range ks {
+			k.mu.Unlock()
+		}
+	}()
+	items := make([]fence.BatchItem, 0, len(ws))
+	at := make([]int, 0, len(ws))
+	for i, w := range ws {
+		if w.ver.Compare(ks[i].ver) <= 0 {
+			kv.replicaStale.Add(1)
+			continue
+		}
+		items = append(items, kv.item(w))
+		at = append(at, i)
+	}
+	if len(items) == 0 {
 		return
 	}
-	if err := kv.apply(context.Background(), k, w); err != nil {
-		kv.replicaRefused.Add(1)
-		return
+	_, errs := kv.guard.ApplyBatch(context.Background(), items)
+	kv.mu.Lock()
+	defer kv.mu.Unlock()
+	for j, err := range errs {
+		if err != nil {
+			kv.replicaRefused.Add(1)
+			continue
+		}
+		i := at[j]
+		kv.committed(ks[i], ws[i])
+		kv.replicaApplied.Add(1)
 	}
-	kv.replicaApplied.Add(1)
+	close(kv.changed)
+	kv.changed = make(chan struct{})
 }
 
 // BarrierHook is the node's Config.Barrier: once no write to key is in flight
@@ -629,6 +683,7 @@ type KVNet struct {
 type kvLink struct {
 	from, to string
 	q        []queued
+	batch    []replWrite // run's buffer for the writes it applies together
 	busy     bool
 	stop     bool
 	stopCh   chan struct{}
@@ -722,16 +777,34 @@ func (n *KVNet) run(l *kvLink) {
 			n.mu.Lock()
 			continue
 		}
-		w, dst := l.q[0].w, n.kvs[l.to]
-		l.q = l.q[1:]
+		// Every write due at the head of the queue, up to the first that
+		// names a key taken already, goes to the replica in one batch: one
+		// synced commit, where a commit per write spent about a third of
+		// the harness's "with the write" CPU on syncs.
+		now := time.Now()
+		ws := l.batch[:0]
+		for _, q := range l.q {
+			if len(ws) == maxReplBatch || q.due.After(now) || slices.ContainsFunc(ws, func(w replWrite) bool { return w.key == q.w.key }) {
+				break
+			}
+			ws = append(ws, q.w)
+		}
+		dst := n.kvs[l.to]
+		clear(l.q[:len(ws)])
+		l.q = l.q[len(ws):]
 		l.busy = true
 		n.mu.Unlock()
-		dst.applyRemote(w)
+		dst.applyRemote(ws)
 		n.mu.Lock()
+		clear(ws)
+		l.batch = ws[:0]
 		l.busy = false
 		n.cond.Broadcast()
 	}
 }
+
+// maxReplBatch bounds the writes a replica applies in one batch.
+const maxReplBatch = 64
 
 // SetDelay holds every replicated write for d after it was accepted (a slow
 // replication path: what makes successor freshness matter).

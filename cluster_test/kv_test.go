@@ -92,8 +92,8 @@ func TestKVReplicaTokenCheck(t *testing.T) {
 	older := signedWrite(t, ring, "a", "k", tok(1), 1, 1000, "stale holder, late clock")
 	newer := signedWrite(t, ring, "b", "k", tok(2), 1, 10, "newer holder")
 
-	kv.applyRemote(newer)
-	kv.applyRemote(older)
+	kv.applyRemote([]replWrite{newer})
+	kv.applyRemote([]replWrite{older})
 	if v, ver := mustGet(t, kv, "k"); v != "newer holder" || ver != newer.ver {
 		t.Fatalf("replica holds %q at %s", v, ver)
 	}
@@ -115,15 +115,45 @@ func TestKVReplicaTokenCheck(t *testing.T) {
 	}
 
 	// Segments under one token continue; a forged grant is refused.
-	kv.applyRemote(signedWrite(t, ring, "b", "k", tok(2), 2, 11, "second write"))
+	kv.applyRemote([]replWrite{signedWrite(t, ring, "b", "k", tok(2), 2, 11, "second write")})
 	other := rcKeyRing(t)
 	_ = other.Add("evil", []byte("another-secret-another-secret-xx"))
-	kv.applyRemote(signedWrite(t, other, "c", "k", tok(9), 1, 12, "forged"))
+	kv.applyRemote([]replWrite{signedWrite(t, other, "c", "k", tok(9), 1, 12, "forged")})
 	if v, _ := mustGet(t, kv, "k"); v != "second write" {
 		t.Fatalf("replica holds %q", v)
 	}
 	if _, _, refused := kv.ReplicaStats(); refused != 1 {
 		t.Fatalf("refused %d, want the forged write", refused)
+	}
+}
+
+// A replica applies a run of replicated writes in one batch: each judged
+// as alone (a stale one dropped, a forged one refused), the rest stored.
+func TestKVReplicaBatch(t *testing.T) {
+	ring := rcKeyRing(t)
+	kv := openTestKV(t, "r", ring, nil, "")
+	kv.applyRemote([]replWrite{signedWrite(t, ring, "a", "c", tok(5), 1, 1, "c first")})
+	other := rcKeyRing(t)
+	_ = other.Add("evil", []byte("another-secret-another-secret-xx"))
+	kv.applyRemote([]replWrite{
+		signedWrite(t, ring, "a", "a", tok(2), 1, 2, "a one"),
+		signedWrite(t, ring, "b", "c", tok(4), 1, 3, "c stale"),
+		signedWrite(t, other, "c", "d", tok(9), 1, 4, "forged"),
+		signedWrite(t, ring, "b", "b", tok(3), 1, 5, "b one"),
+	})
+	for key, want := range map[string]string{"a": "a one", "b": "b one", "c": "c first"} {
+		if v, _ := mustGet(t, kv, key); v != want {
+			t.Errorf("key %s holds %q, want %q", key, v, want)
+		}
+	}
+	if _, _, ok, err := kv.Get("d"); ok || err != nil {
+		t.Errorf("the forged write was stored (%v)", err)
+	}
+	if applied, stale, refused := kv.ReplicaStats(); applied != 3 || stale != 1 || refused != 1 {
+		t.Errorf("applied %d, stale %d, refused %d; want 3, 1, 1", applied, stale, refused)
+	}
+	if got := kv.Version("b"); got.Token != tok(3) {
+		t.Errorf("key b at %s", got)
 	}
 }
 
@@ -146,7 +176,7 @@ func TestKVFreshnessHooks(t *testing.T) {
 		t.Fatalf("WaitFresh returned %v before the write arrived", err)
 	case <-time.After(20 * time.Millisecond):
 	}
-	kv.applyRemote(w)
+	kv.applyRemote([]replWrite{w})
 	select {
 	case err := <-done:
 		if err != nil {
@@ -214,7 +244,7 @@ func TestKVReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv.applyRemote(signedWrite(t, ring, "a", "k", tok(5), 1, 40, "one"))
+	kv.applyRemote([]replWrite{signedWrite(t, ring, "a", "k", tok(5), 1, 40, "one")})
 	if err := kv.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +252,7 @@ func TestKVReopen(t *testing.T) {
 	if got := kv.Version("k"); got != (Version{tok(5), 40}) {
 		t.Fatalf("version after reopen: %s", got)
 	}
-	kv.applyRemote(signedWrite(t, ring, "a", "k", tok(5), 2, 41, "two"))
+	kv.applyRemote([]replWrite{signedWrite(t, ring, "a", "k", tok(5), 2, 41, "two")})
 	if v, _ := mustGet(t, kv, "k"); v != "two" {
 		t.Fatalf("after reopen the next segment was not applied: %q", v)
 	}
@@ -248,7 +278,7 @@ func TestKVPrunesReceipts(t *testing.T) {
 	for c := uint64(1); c <= 40; c++ {
 		for _, key := range []string{"a", "b"} {
 			w := signedWrite(t, ring, "w", key, tok(c), 1, c, "v")
-			kv.applyRemote(w)
+			kv.applyRemote([]replWrite{w})
 			if c == 1 && key == "a" {
 				first = w
 			}
@@ -299,7 +329,7 @@ func TestKVSettle(t *testing.T) {
 	defer kv.Close()
 	ctx := context.Background()
 	for c := uint64(1); c <= 5; c++ {
-		kv.applyRemote(signedWrite(t, ring, "w", "k", tok(c), 1, c, "v"))
+		kv.applyRemote([]replWrite{signedWrite(t, ring, "w", "k", tok(c), 1, c, "v")})
 	}
 	if err := kv.Settle(ctx); err != nil {
 		t.Fatal(err)

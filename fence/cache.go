@@ -3,7 +3,6 @@ package fence
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 )
 
 // Cache bounds.
@@ -47,7 +46,7 @@ type entry struct {
 
 // lock takes the stripe of res.
 func (g *Guard) lock(ctx context.Context, res string) (*stripe, error) {
-	s := &g.stripes[maphash.String(g.seed, res)%lockStripes]
+	s := &g.stripes[g.stripeOf(res)]
 	if err := s.lock(ctx); err != nil {
 		return nil, fmt.Errorf("fence: resource %q: %w", res, err)
 	}

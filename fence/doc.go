@@ -48,6 +48,11 @@
 //	case errors.Is(err, fence.ErrStaleOwner):  // a newer owner wrote; stop
 //	}
 //
+// A replica applying a stream of writes to distinct resources can hand a run
+// of them to ApplyBatch: each is judged exactly as Apply would judge it
+// alone, and the accepted ones commit in one synced batch, so the run pays
+// for one sync instead of one each.
+//
 // After a lost acknowledgement the writer asks Receipt(resource, opID) before
 // doing anything else, and a worker taking over asks Reconcile (see Unknown
 // outcomes); a long job writes segments 1, 2, 3... under one token.

@@ -265,9 +265,44 @@ func (g *Guard) Apply(ctx context.Context, m Mutation, stage func(b *pebble.Batc
 		return Receipt{}, err
 	}
 	defer s.unlock()
+	b := g.db.NewBatch()
+	defer b.Close()
+	a, ok, rc, err := g.judge(ctx, s, &m, &gr, root, authErr, digest, stage, b)
+	if !ok {
+		return rc, err
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		s.forget(m.Resource)
+		return Receipt{}, fmt.Errorf("fence: commit resource %q token %s: %w", m.Resource, gr.Token, err)
+	}
+	a.committed()
+	g.stats.accepted.Add(1)
+	return a.rc, nil
+}
+
+// staged is a mutation the Guard accepted whose records (and business
+// write) are in a batch not yet committed.
+type staged struct {
+	e  *entry
+	st resourceState // the entry's state once the batch is committed
+	rc Receipt
+}
+
+// committed moves the cache entry to the state its committed batch stored
+// (the stripe still held).
+func (a staged) committed() { a.e.st, a.e.found, a.e.written = a.st, true, true }
+
+// judge runs Apply's checks on m, authenticated already (gr, root, authErr)
+// and digested, under its stripe s (held). If m is accepted it calls stage
+// with b, adds the fence records to b and returns them staged: the caller
+// commits b synced and then calls committed, or forgets the resource if
+// the commit fails. Otherwise it returns ok false with Apply's result: an
+// exact resend's original receipt, a refusal, or a shadow-mode commit of
+// its own.
+func (g *Guard) judge(ctx context.Context, s *stripe, m *Mutation, gr *Grant, root [32]byte, authErr error, digest [32]byte, stage func(b *pebble.Batch) error, b *pebble.Batch) (staged, bool, Receipt, error) {
 	e, err := g.entry(s, m.Resource)
 	if err != nil {
-		return Receipt{}, err
+		return staged{}, false, Receipt{}, err
 	}
 	opKey := g.opKey(m.Resource, m.OpID)
 	verdict := authErr
@@ -275,29 +310,30 @@ func (g *Guard) Apply(ctx context.Context, m Mutation, stage func(b *pebble.Batc
 	if verdict == nil {
 		var rc Receipt
 		var replay bool
-		rc, replay, verdict = g.check(e, &gr, root, &m, opKey, digest)
+		rc, replay, verdict = g.check(e, gr, root, m, opKey, digest)
 		if replay {
-			return rc, nil
+			return staged{}, false, rc, nil
 		}
 		conflict = rc
 	}
 	if verdict != nil {
 		if ReasonOf(verdict) == ReasonNone { // not a verdict: a read failed
-			return Receipt{}, verdict
+			return staged{}, false, Receipt{}, verdict
 		}
 		if mode, err := g.mode(e, m.Resource); err != nil {
-			return Receipt{}, err
+			return staged{}, false, Receipt{}, err
 		} else if mode == ModeShadow {
-			return g.shadowCommit(ctx, s, e, &m, gr.Token, digest, verdict, stage)
+			rc, err := g.shadowCommit(ctx, s, e, m, gr.Token, digest, verdict, stage)
+			return staged{}, false, rc, err
 		}
 		g.stats.refused[ReasonOf(verdict)].Add(1)
 		if errors.Is(verdict, ErrQuarantined) {
-			return Receipt{}, g.quarantine(&m, gr.Token, digest, conflict)
+			return staged{}, false, Receipt{}, g.quarantine(m, gr.Token, digest, conflict)
 		}
-		return Receipt{}, verdict
+		return staged{}, false, Receipt{}, verdict
 	}
 	if err := ctx.Err(); err != nil {
-		return Receipt{}, fmt.Errorf("fence: resource %q token %s: %w", m.Resource, gr.Token, context.Cause(ctx))
+		return staged{}, false, Receipt{}, fmt.Errorf("fence: resource %q token %s: %w", m.Resource, gr.Token, context.Cause(ctx))
 	}
 
 	st := e.st
@@ -320,11 +356,9 @@ func (g *Guard) Apply(ctx context.Context, m Mutation, stage func(b *pebble.Batc
 		Seq:           st.Accepted,
 	}
 
-	b := g.db.NewBatch()
-	defer b.Close()
 	if stage != nil {
 		if err := stage(b); err != nil {
-			return Receipt{}, fmt.Errorf("fence: stage for resource %q token %s: %w", m.Resource, gr.Token, err)
+			return staged{}, false, Receipt{}, fmt.Errorf("fence: stage for resource %q token %s: %w", m.Resource, gr.Token, err)
 		}
 	}
 	// Which state record this write stores, if any (records.go).
@@ -346,19 +380,13 @@ func (g *Guard) Apply(ctx context.Context, m Mutation, stage func(b *pebble.Batc
 		b.Set(g.receiptKey(m.Resource, gr.Token, m.Segment), rc.encode(), nil),
 		b.Set(opKey, encodeOpRef(gr.Token, m.Segment), nil),
 	); err != nil {
-		return Receipt{}, fmt.Errorf("fence: resource %q token %s: %w", m.Resource, gr.Token, err)
+		return staged{}, false, Receipt{}, fmt.Errorf("fence: resource %q token %s: %w", m.Resource, gr.Token, err)
 	}
 	// Into the filter before the commit: if the commit's outcome is unknown,
 	// a false positive costs a read; a false negative would accept the
 	// operation twice (F7).
 	g.addOp(opKey)
-	if err := b.Commit(pebble.Sync); err != nil {
-		s.forget(m.Resource)
-		return Receipt{}, fmt.Errorf("fence: commit resource %q token %s: %w", m.Resource, gr.Token, err)
-	}
-	e.st, e.found, e.written = st, true, true
-	g.stats.accepted.Add(1)
-	return rc, nil
+	return staged{e: e, st: st, rc: rc}, true, Receipt{}, nil
 }
 
 // authenticate verifies m's grant and that it binds m (F3), and refuses a
