@@ -49,6 +49,22 @@ func TestSimMembershipFaults(t *testing.T) {
 				at += s.downAfter + deadAfter + time.Second
 			}
 		}, 8, nil},
+		// n2 is cut off long enough to be removed, then reaches n3 again
+		// while its link to n1 stays cut for several detection times: it
+		// rejoins through n3 once, and n1, hearing through n3 that n2
+		// lives (memberlist's refutation and indirect probes), does not
+		// remove it again (seed 8031513 over a minute).
+		{"partial partition", func(s *Sim) {
+			n1, n2, n3 := s.Node("n1"), s.Node("n2"), s.Node("n3")
+			s.cutOff([]*simNode{n2}, false)
+			partial := s.downAfter + deadAfter + 500*time.Millisecond
+			s.After(partial, func() { s.net.Mend(n2.idx, n3.idx); s.net.Mend(n3.idx, n2.idx) })
+			s.After(partial+4*(s.downAfter+deadAfter), func() {
+				s.net.Mend(n1.idx, n2.idx)
+				s.net.Mend(n2.idx, n1.idx)
+				s.faultsOver()
+			})
+		}, 2, nil},
 		{"impostor with n1's ID", func(s *Sim) { s.After(time.Second, func() { s.impostor("n1", "n2"); s.faultsOver() }) }, 0,
 			func(t *testing.T, s *Sim, r Result) {
 				if r.Faults["duplicate_refused"] != 1 {
