@@ -18,8 +18,12 @@ import (
 )
 
 // Every test closes its nodes; goleak then shows Close left no goroutine
-// behind.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// behind. A step applied inside another panics here (a running node logs
+// it).
+func TestMain(m *testing.M) {
+	panicOnNestedStep = true
+	goleak.VerifyTestMain(m)
+}
 
 // freeAddr returns a loopback host:port that was free a moment ago (for
 // gossip addresses that bootstrapping nodes must know in advance).
