@@ -411,9 +411,11 @@ func TestDockerPartialPartition(t *testing.T) {
 	// Acquire never arrives). That is the partial partition's cost: the
 	// keys each side homes, through the other, until it heals.
 	across := keyHomedAt("n2", "partial-n2")
-	if tok, err := c.lockToken(0, across, 3*time.Second); err == nil {
+	tok, err := c.lockToken(0, across, 3*time.Second)
+	if err == nil {
 		t.Fatalf("lock %s (home n2) through n1 across the cut: %s; the cut does not hold", across, tok)
 	}
+	t.Logf("lock %s (home n2) through n1 across the cut: %v", across, err)
 	// 24 s: four times DownAfter (2 s) plus memberlist's dead detection.
 	shared := keyHomedAt("n3", "partial-shared")
 	var last fence.Token
