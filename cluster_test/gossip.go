@@ -193,7 +193,8 @@ func (s *Sim) gossipTick() {
 	}
 }
 
-// spread is what a learns from b's view when a's probe reaches b: every
+// spread is what a learns from b's view when a's probe reaches b, or a
+// memberlist join between them exchanges their states: every
 // peer b holds alive that a does not know, and every peer a holds dead that
 // b has heard from since a declared it dead. The second is memberlist's
 // refutation: a member that hears it was declared dead (the dead message
@@ -245,16 +246,10 @@ func (s *Sim) gossipJoin(a *simNode, addr string) {
 		s.trace("gossip join %s -> %s", a.id, b.id)
 		s.learn(a, b)
 		s.learn(b, a)
-		for _, e := range b.view {
-			if !e.dead && e.peer != a {
-				s.learn(a, e.peer)
-			}
-		}
-		for _, e := range a.view {
-			if !e.dead && e.peer != b {
-				s.learn(b, e.peer)
-			}
-		}
+		// memberlist's push-pull: each takes the other's view, where an
+		// alive entry revives a dead one only if it is newer (spread).
+		s.spread(a, b)
+		s.spread(b, a)
 	}
 }
 

@@ -33,7 +33,7 @@ var mutations = map[string]mutationEntry{
 	"Home.GrantMovedAtOnce":          {broken: []string{lockcheck.InvHomeView, invExclusion, lockcheck.InvDelegExclusion}, seeds: 50},
 	"Home.NoGateCarry":               {broken: []string{lockcheck.InvHomeView, invTokenOrder, lockcheck.InvDelegExclusion, invDeadHolder}, seeds: 400},
 	"Home.LIFO":                      {broken: []string{invFIFO, lockcheck.InvFIFOReceipt}, seeds: 20},
-	"Home.DrainWhileGated":           {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, invExclusion}, seeds: 1500},
+	"Home.DrainWhileGated":           {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, invExclusion, invDeadHolder}, seeds: 1500},
 	"Home.NoRestartGate":             {broken: []string{lockcheck.InvHomeView, invTokenOrder, lockcheck.InvDelegExclusion, invDeadHolder}, seeds: 100},
 	"Home.RenewNonMembers":           {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, invExclusion}, seeds: 20, schedule: func(seed uint64) SimConfig { return fixedSchedule(seed, renewedOutsider) }},
 	"Home.WaiveRestartWithoutMarker": {broken: []string{lockcheck.InvHomeView, invExclusion, lockcheck.InvDelegExclusion, invDeadHolder}, seeds: 1000},
