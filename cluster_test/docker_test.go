@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,6 +39,7 @@ type dockerCluster struct {
 	names   []string // container names, n1..n3
 	ips     []string
 	started time.Time
+	undo    *undo // removes what the test made, however it ends
 }
 
 func docker(t *testing.T, args ...string) string {
@@ -56,6 +58,10 @@ func startDockerCluster(t *testing.T) *dockerCluster {
 	if err := exec.Command("docker", "info").Run(); err != nil {
 		t.Skip("no Docker engine")
 	}
+	sweepDockerLeftovers(t)
+	u := &undo{}
+	t.Cleanup(u.run)
+	undoOnSignal(t, u)
 	dir := t.TempDir()
 	static := filepath.Join(dir, "image")
 	if err := os.MkdirAll(static, 0o755); err != nil {
@@ -72,27 +78,29 @@ func startDockerCluster(t *testing.T) *dockerCluster {
 	}
 	suffix := fmt.Sprintf("%x", rand.Uint32())
 	image := "homelock-test:" + suffix
-	docker(t, "build", "-q", "-t", image, static)
-	t.Cleanup(func() { _ = exec.Command("docker", "rmi", "-f", image).Run() })
+	u.add(func() { _ = exec.Command("docker", "rmi", "-f", image).Run() })
+	docker(t, "build", "-q", "--label", dockerLabelArg(), "-t", image, static)
 
-	c := &dockerCluster{t: t, bin: buildHomelock(t, dir), net: "hl-" + suffix}
+	c := &dockerCluster{t: t, bin: buildHomelock(t, dir), net: "hl-" + suffix, undo: u}
 	third := 16 + rand.IntN(200)
-	docker(t, "network", "create", "--subnet", fmt.Sprintf("172.30.%d.0/24", third), c.net)
-	t.Cleanup(func() { _ = exec.Command("docker", "network", "rm", c.net).Run() })
+	u.add(func() { _ = exec.Command("docker", "network", "rm", c.net).Run() })
+	docker(t, "network", "create", "--label", dockerLabelArg(), "--subnet", fmt.Sprintf("172.30.%d.0/24", third), c.net)
 	ids := []string{"n1", "n2", "n3"}
 	for i := range ids {
 		c.ips = append(c.ips, fmt.Sprintf("172.30.%d.%d", third, 11+i))
 		c.names = append(c.names, "hl-"+suffix+"-"+ids[i])
 	}
+	u.add(func() {
+		for _, n := range c.names {
+			_ = exec.Command("docker", "rm", "-f", n).Run()
+		}
+	})
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, n := range c.names {
 				out, _ := exec.Command("docker", "logs", "--tail", "30", n).CombinedOutput()
 				t.Logf("logs of %s:\n%s", n, out)
 			}
-		}
-		for _, n := range c.names {
-			_ = exec.Command("docker", "rm", "-f", n).Run()
 		}
 	})
 	for i, id := range ids {
@@ -102,7 +110,7 @@ func startDockerCluster(t *testing.T) *dockerCluster {
 				join = append(join, ip+":7947")
 			}
 		}
-		docker(t, "run", "-d", "--name", c.names[i], "--network", c.net, "--ip", c.ips[i], image, "node",
+		docker(t, "run", "-d", "--label", dockerLabelArg(), "--name", c.names[i], "--network", c.net, "--ip", c.ips[i], image, "node",
 			"--id", id, "--cluster", "docker", "--data-dir", "/data",
 			"--bootstrap", "--initial", strings.Join(ids, ","), "--join", strings.Join(join, ","),
 			"--grpc-addr", c.ips[i]+":7946", "--gossip-addr", c.ips[i]+":7947", "--api-addr", c.ips[i]+":7950",
@@ -314,7 +322,7 @@ func TestDockerRollingRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		go func() { h.exit <- h.cmd.Wait() }()
-		t.Cleanup(func() { _ = h.cmd.Process.Kill() })
+		c.undo.add(func() { _ = h.cmd.Process.Kill() })
 		waitFor(t, 30*time.Second, h.key+" held through n1", func() bool {
 			_, err := os.Stat(started)
 			return err == nil
@@ -386,26 +394,22 @@ func TestDockerPartialPartition(t *testing.T) {
 	c := startDockerCluster(t)
 	epoch := c.status(2).Status.Epoch
 	rules := [][]string{
-		{"DOCKER-USER", "-s", c.ips[0], "-d", c.ips[1], "-j", "DROP"},
-		{"DOCKER-USER", "-s", c.ips[1], "-d", c.ips[0], "-j", "DROP"},
+		{"DOCKER-USER", "-s", c.ips[0], "-d", c.ips[1], "-m", "comment", "--comment", dockerLabelArg(), "-j", "DROP"},
+		{"DOCKER-USER", "-s", c.ips[1], "-d", c.ips[0], "-m", "comment", "--comment", dockerLabelArg(), "-j", "DROP"},
 	}
-	cut := false
+	var once sync.Once
 	heal := func() {
-		for _, r := range rules {
-			_ = exec.Command("iptables", append([]string{"-D"}, r...)...).Run()
-		}
-		cut = false
+		once.Do(func() {
+			for _, r := range rules {
+				_ = exec.Command("iptables", append([]string{"-D"}, r...)...).Run()
+			}
+		})
 	}
-	t.Cleanup(func() {
-		if cut {
-			heal()
-		}
-	})
+	c.undo.add(heal)
 	for _, r := range rules {
 		if out, err := exec.Command("iptables", append([]string{"-I"}, r...)...).CombinedOutput(); err != nil {
 			t.Fatalf("iptables -I %v: %v\n%s", r, err, out)
 		}
-		cut = true
 	}
 	// The cut holds: a key homed at n2 cannot be locked through n1 (its
 	// Acquire never arrives). That is the partial partition's cost: the
