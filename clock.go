@@ -5,8 +5,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/homelock/homelock/internal/deadline"
 )
 
@@ -91,17 +89,17 @@ func NewBootClock() *BootClock {
 }
 
 func (c *BootClock) sync(t time.Time) {
-	var ts unix.Timespec
 	mono := int64(t.Sub(c.base))
-	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+	boot, ok := readBootClock()
+	if !ok {
 		// Without CLOCK_BOOTTIME (not Linux): the monotonic clock, which
 		// stops during suspend; the wall-clock jump check still catches a
 		// resume.
-		ts = unix.NsecToTimespec(mono)
+		boot = mono
 	}
 	// The offset only grows (a suspend adds to it); keeping the maximum
 	// keeps Now from going back by the jitter of two readings.
-	for off := ts.Nano() - mono; ; {
+	for off := boot - mono; ; {
 		old := c.offset.Load()
 		if off <= old && old != 0 || c.offset.CompareAndSwap(old, off) {
 			break
