@@ -33,7 +33,7 @@ func TestProcessDataDir(t *testing.T) {
 	first := node()
 	var out bytes.Buffer
 	first.Stdout, first.Stderr = &out, &out
-	if err := first.Start(); err != nil {
+	if err := dieWithTest(first).Start(); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)

@@ -318,7 +318,7 @@ func TestDockerRollingRestart(t *testing.T) {
 		h.cmd = exec.Command(c.bin, "lock", h.key, "--node", c.api(0), "--",
 			"sh", "-c", fmt.Sprintf(`touch %q; while [ ! -e %q ]; do sleep 0.1; done`, started, done))
 		h.cmd.Stdout, h.cmd.Stderr = &h.out, &h.out
-		if err := h.cmd.Start(); err != nil {
+		if err := dieWithTest(h.cmd).Start(); err != nil {
 			t.Fatal(err)
 		}
 		go func() { h.exit <- h.cmd.Wait() }()

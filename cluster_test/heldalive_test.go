@@ -56,7 +56,7 @@ func TestProcessesHeldWhileAlive(t *testing.T) {
 		first := lock(key, procs[0], stamp(begin)+"; sleep 10; "+stamp(end))
 		var firstOut bytes.Buffer
 		first.Stdout, first.Stderr = &firstOut, &firstOut
-		if err := first.Start(); err != nil {
+		if err := dieWithTest(first).Start(); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, 20*time.Second, "the first section to start", func() bool { _, err := os.Stat(begin); return err == nil })

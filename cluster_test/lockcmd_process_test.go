@@ -244,7 +244,7 @@ func startHeld(t *testing.T, bin, api, key, script, started string, flags ...str
 	args := append(append([]string{"lock", key, "--node", api}, flags...), "--", "sh", "-c", script)
 	h := &heldCommand{cmd: exec.Command(bin, args...)}
 	h.cmd.Stdout, h.cmd.Stderr = lockedWriter{&h.mu, &h.out}, lockedWriter{&h.mu, &h.out}
-	if err := h.cmd.Start(); err != nil {
+	if err := dieWithTest(h.cmd).Start(); err != nil {
 		t.Fatal(err)
 	}
 	exited := make(chan error, 1)

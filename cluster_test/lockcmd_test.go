@@ -44,7 +44,7 @@ func startLockedCommand(t *testing.T, bin, dir, key, api string) *lockedCommand 
 	lc.cmd = exec.Command(bin, "lock", key, "--node", api, "--kill-after", "1s", "--",
 		"sh", "-c", fmt.Sprintf("touch %q; exec sleep 120", started))
 	lc.cmd.Stdout, lc.cmd.Stderr = &lc.out, &lc.out
-	if err := lc.cmd.Start(); err != nil {
+	if err := dieWithTest(lc.cmd).Start(); err != nil {
 		t.Fatal(err)
 	}
 	go func() {

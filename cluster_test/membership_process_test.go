@@ -274,7 +274,7 @@ func startNode(t *testing.T, bin, name string, args []string) *mproc {
 	p := &mproc{id: name, out: &lockedBuf{}, done: make(chan error, 1)}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
+	if err := dieWithTest(p.cmd).Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
 	go func() { p.done <- p.cmd.Wait() }()

@@ -92,7 +92,7 @@ func startProcessCluster(t *testing.T, bin, dir, cluster string, flags ...string
 		args = append(args, "--join", strings.Join(join, ","))
 		p.cmd = exec.Command(bin, args...)
 		p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-		if err := p.cmd.Start(); err != nil {
+		if err := dieWithTest(p.cmd).Start(); err != nil {
 			t.Fatalf("start node %s: %v", id, err)
 		}
 		procs[i] = p
