@@ -95,26 +95,22 @@ func (n *Node) apply(now time.Time, rd core.Ready) {
 		return
 	}
 	n.applying = true
-	defer func() { n.applying = false }()
 	n.carry(now, rd)
-	for i := 0; i < len(n.followUps); i++ {
-		if !n.usable() {
-			break
-		}
+	for i := 0; i < len(n.followUps) && n.usable(); i++ {
 		e := n.followUps[i]
-		switch e.Kind {
-		case delegation.Admitted: // its locker gave up as it was admitted
+		if e.Kind == delegation.Admitted { // its locker gave up as it was admitted
 			if rd, ok := n.core.Unlock(now, e.Key, e.Locker); ok {
 				n.carry(now, rd)
 			}
-		case delegation.Settle:
-			n.carry(now, n.core.Settled(now, e.Key, e.Token, e.Barrier, nil))
-		case delegation.WaitFresh:
-			n.carry(now, n.core.Fresh(now, e.Key, e.Token, nil))
+			continue
 		}
+		// A hook the store does not have: done at once, the inherited
+		// barrier passed on.
+		n.carry(now, n.hookDone(now, e, e.Barrier, nil))
 	}
 	clear(n.followUps)
 	n.followUps = n.followUps[:0]
+	n.applying = false
 }
 
 // carry carries out one step's Ready, in the order the core requires: the
@@ -390,11 +386,16 @@ func (n *Node) runHookNow(r hookRun) {
 		return
 	}
 	now := n.stepNow()
-	if settle {
-		n.apply(now, n.core.Settled(now, e.Key, e.Token, barrier, err))
-	} else {
-		n.apply(now, n.core.Fresh(now, e.Key, e.Token, err))
+	n.apply(now, n.hookDone(now, e, barrier, err))
+}
+
+// hookDone steps the completion of e's store hook (a Settle's barrier, or a
+// WaitFresh) and returns its Ready (all locks held).
+func (n *Node) hookDone(now time.Time, e delegation.Event, barrier []byte, err error) core.Ready {
+	if e.Kind == delegation.Settle {
+		return n.core.Settled(now, e.Key, e.Token, barrier, err)
 	}
+	return n.core.Fresh(now, e.Key, e.Token, err)
 }
 
 // rearm wakes the timer goroutine if the machines now want a tick before the
