@@ -13,9 +13,8 @@ import (
 // TestHooklessHandoffsStepFollowUps: a node without store hooks completes
 // each handoff's Settle and WaitFresh at once, as steps of their own after
 // the step that asked for them (in this package's tests apply panics on a
-// step inside a step). A
-// key passed back and forth between two nodes goes through both on every
-// pass, each section under a higher token.
+// step inside a step). A key passed back and forth between two nodes goes
+// through both on every pass, each section under a higher token.
 func TestHooklessHandoffsStepFollowUps(t *testing.T) {
 	c := newCluster(t, 3, longLeases)
 	c.waitAvailable()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,15 +93,14 @@ func sweepDockerLeftovers(t *testing.T) {
 			return nil
 		}
 		var rows [][2]string
-		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-			if id, label, ok := strings.Cut(line, " "); ok {
-				rows = append(rows, [2]string{id, label})
-			}
+		for _, line := range strings.Fields(string(out)) {
+			id, label, _ := strings.Cut(line, "=") // label absent: ""
+			rows = append(rows, [2]string{id, label})
 		}
 		return rows
 	}
 	filter := "label=" + dockerLabel
-	labelFmt := fmt.Sprintf(`{{.ID}} {{.Label %q}}`, dockerLabel)
+	labelFmt := fmt.Sprintf(`{{.ID}}={{.Label %q}}`, dockerLabel)
 	for _, r := range list("ps", "-a", "--filter", filter, "--format", labelFmt) {
 		if dead(r[1]) {
 			t.Logf("removing container %s left by test process %s", r[0], r[1])
@@ -113,7 +113,7 @@ func sweepDockerLeftovers(t *testing.T) {
 			_ = exec.Command("docker", "network", "rm", r[0]).Run()
 		}
 	}
-	for _, r := range list("images", "--filter", filter, "--format", "{{.ID}} -") {
+	for _, r := range list("images", "--filter", filter, "--format", "{{.ID}}") {
 		out, err := exec.Command("docker", "image", "inspect", "--format", fmt.Sprintf(`{{index .Config.Labels %q}}`, dockerLabel), r[0]).Output()
 		if err == nil && dead(strings.TrimSpace(string(out))) {
 			t.Logf("removing image %s left by a test process", r[0])
@@ -127,12 +127,14 @@ func sweepDockerLeftovers(t *testing.T) {
 	for _, line := range strings.Split(string(out), "\n") {
 		// iptables -S quotes the comment; the rule is given back unquoted.
 		f := strings.Fields(strings.ReplaceAll(line, `"`, ""))
-		for i, w := range f {
-			if v, ok := strings.CutPrefix(w, dockerLabel+"="); ok && i > 0 && f[i-1] == "--comment" && len(f) > 0 && f[0] == "-A" && dead(v) {
-				t.Logf("removing iptables rule %q left by test process %s", line, v)
-				f[0] = "-D"
-				_ = exec.Command("iptables", f...).Run()
-			}
+		i := slices.Index(f, "--comment")
+		if len(f) == 0 || f[0] != "-A" || i < 0 || i+1 == len(f) {
+			continue
+		}
+		if v, ok := strings.CutPrefix(f[i+1], dockerLabel+"="); ok && dead(v) {
+			t.Logf("removing iptables rule %q left by test process %s", line, v)
+			f[0] = "-D"
+			_ = exec.Command("iptables", f...).Run()
 		}
 	}
 }

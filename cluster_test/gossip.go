@@ -20,10 +20,10 @@ import (
 // learns of the prober; one reached only through another peer (memberlist's
 // indirect probe) stays alive; one not reached for suspectAfter is suspect,
 // for deadAfter dead, until a peer heard from it since gossips it alive
-// again (spread: memberlist's refutation). memberlist stops gossiping to a dead peer after
-// gossipToDead: from then on only a join (Ready.GossipJoin, from either
-// side) brings it back, which is what made long partitions never heal
-// before the core kept rejoining. A process shares its view with the peers
+// again (spread: memberlist's refutation). memberlist stops gossiping to a
+// dead peer after gossipToDead: from then on only a join (Ready.GossipJoin,
+// from either side) or such a revival brings it back, which is what made
+// long partitions never heal before the core kept rejoining. A process shares its view with the peers
 // it reaches. A peer under a node ID that another live process holds in the
 // view is ignored (memberlist's name conflict), so an impostor never
 // displaces a live node in gossip.
@@ -194,9 +194,9 @@ func (s *Sim) gossipTick() {
 }
 
 // spread is what a learns from b's view when a's probe reaches b, or a
-// memberlist join between them exchanges their states: every
-// peer b holds alive that a does not know, and every peer a holds dead that
-// b has heard from since a declared it dead. The second is memberlist's
+// memberlist join between them exchanges their states: every peer b holds
+// alive that a does not know, and every peer a holds dead that b has heard
+// from since a declared it dead. The second is memberlist's
 // refutation: a member that hears it was declared dead (the dead message
 // reaches it through any peer that reaches both) gossips itself alive under
 // a higher incarnation, and that revives it everywhere the gossip reaches,

@@ -99,8 +99,12 @@ func (g *Guard) ApplyBatch(ctx context.Context, items []BatchItem) ([]Receipt, [
 	defer b.Close()
 	one := g.db.NewBatch()
 	defer one.Close()
-	var pending []staged
-	var pendingAt []int
+	type accepted struct {
+		staged
+		i int
+		s *stripe
+	}
+	var pending []accepted
 	for _, j := range todo {
 		it := &items[j.i]
 		s := &g.stripes[j.stripe]
@@ -115,23 +119,21 @@ func (g *Guard) ApplyBatch(ctx context.Context, items []BatchItem) ([]Receipt, [
 			errs[j.i] = fmt.Errorf("fence: resource %q token %s: %w", it.Mutation.Resource, j.gr.Token, err)
 			continue
 		}
-		pending = append(pending, a)
-		pendingAt = append(pendingAt, j.i)
+		pending = append(pending, accepted{a, j.i, s})
 	}
 	if len(pending) == 0 {
 		return rcs, errs
 	}
 	if err := b.Commit(pebble.Sync); err != nil {
-		for _, i := range pendingAt {
-			m := &items[i].Mutation
-			g.stripes[g.stripeOf(m.Resource)].forget(m.Resource)
-			errs[i] = fmt.Errorf("fence: commit resource %q in a batch of %d: %w", m.Resource, len(pending), err)
+		for _, a := range pending {
+			a.s.forget(a.rc.Resource)
+			errs[a.i] = fmt.Errorf("fence: commit resource %q in a batch of %d: %w", a.rc.Resource, len(pending), err)
 		}
 		return rcs, errs
 	}
-	for k, a := range pending {
+	for _, a := range pending {
 		a.committed()
-		rcs[pendingAt[k]] = a.rc
+		rcs[a.i] = a.rc
 	}
 	g.stats.accepted.Add(uint64(len(pending)))
 	return rcs, errs
