@@ -37,8 +37,14 @@
 // burst costs one write and a lone envelope crosses loopback in tens of
 // microseconds. SendBatch (the Batcher capability) queues several envelopes
 // as one slot, so the messages one protocol step makes for a peer leave in
-// one frame, whenever the sender goroutine wakes. A peer that is down is redialled with exponential backoff
-// (ReconnectBase to ReconnectMax) while Send keeps queueing and dropping.
+// one frame, whenever the sender goroutine wakes. A peer that is down is
+// redialled with exponential backoff (ReconnectBase to ReconnectMax) while
+// Send keeps queueing and dropping. Each process has a random boot ID that
+// its streams carry both ways; when a stream comes in from a peer's process
+// other than the one this node's own stream reached, the sender drops that
+// stream and its connection before it writes again, so an answer to a
+// restarted peer goes to the new process, not into the old connection
+// (restart.go).
 // TLS is optional; with a client certificate configured it is mutual.
 //
 // # In-memory

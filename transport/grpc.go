@@ -46,6 +46,10 @@ type GRPC struct {
 
 	wg       sync.WaitGroup // peer goroutines
 	serveErr chan error
+
+	// boot tells this process from the node's earlier and later ones
+	// (random, never 0): every stream carries it both ways (restart.go).
+	boot uint64
 }
 
 var (
@@ -119,6 +123,7 @@ func NewGRPC(cfg Config, h Handler) (*GRPC, error) {
 		senders:  make(map[msg.NodeID]*senderSlot),
 		serveErr: make(chan error, 1),
 		codec:    codec,
+		boot:     newBoot(),
 		dialOpts: []grpc.DialOption{
 			grpc.WithTransportCredentials(clientCreds),
 			grpc.WithStaticStreamWindowSize(window),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -58,17 +59,20 @@ type peer struct {
 	client pb.TransportClient
 	ctx    context.Context
 	cancel context.CancelFunc
+
+	// restarted is the boot of the peer's process that last opened a
+	// stream to this node (0: none seen): a stream to another boot of it
+	// is to a process that is gone (restart.go).
+	restarted atomic.Uint64
 }
 
 func newPeer(g *GRPC, to msg.Member) (*peer, error) {
-	// passthrough: the address is dialled as given, without a resolver
-	// goroutine or a DNS lookup on the send path.
-	conn, err := grpc.NewClient("passthrough:///"+to.Addr, g.dialOpts...)
+	conn, err := g.dial(to.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("transport: peer %s at %q: %w", to.ID, to.Addr, err)
 	}
 	ctx, cancel := context.WithCancel(g.ctx)
-	ctx = metadata.AppendToOutgoingContext(ctx, senderMetadataKey, string(g.cfg.NodeID))
+	ctx = metadata.AppendToOutgoingContext(ctx, senderMetadataKey, string(g.cfg.NodeID), bootMetadataKey, formatBoot(g.boot))
 	p := &peer{
 		g:      g,
 		id:     to.ID,
@@ -93,6 +97,13 @@ func (p *peer) enqueue(o outgoing) {
 	}
 }
 
+// dial makes a client connection to addr (it connects when first used).
+func (g *GRPC) dial(addr string) (*grpc.ClientConn, error) {
+	// passthrough: the address is dialled as given, without a resolver
+	// goroutine or a DNS lookup on the send path.
+	return grpc.NewClient("passthrough:///"+addr, g.dialOpts...)
+}
+
 // stop ends the sender goroutine; it does not wait (GRPC.Close does).
 func (p *peer) stop() { p.cancel() }
 
@@ -104,6 +115,9 @@ type stream struct {
 	// broke; the sender then opens a new one before its next batch instead
 	// of losing that batch to a dead stream.
 	ended chan struct{}
+	// remote is the boot of the process that accepted the stream, once
+	// its header came (0 before, or from a receiver that sends none).
+	remote atomic.Uint64
 }
 
 func (p *peer) run() {
@@ -148,6 +162,11 @@ func (p *peer) run() {
 		pending = p.fill(pending)
 		batch := p.frame(pending)
 
+		if cur != nil && p.toGoneProcess(cur) {
+			cur.cancel()
+			cur = nil
+			p.redial()
+		}
 		for cur == nil || isClosed(cur.ended) {
 			if cur != nil {
 				cur.cancel()
@@ -240,6 +259,11 @@ func (p *peer) open() (*stream, error) {
 	go func() {
 		defer p.g.wg.Done()
 		defer close(st.ended)
+		// The receiver's header names its process; one of an earlier
+		// release sends none, and Header returns when the stream ends.
+		if md, err := s.Header(); err == nil {
+			st.remote.Store(parseBoot(md.Get(bootMetadataKey)))
+		}
 		// The receiver never answers before the stream ends, so RecvMsg
 		// returns exactly when the stream is over, for whatever reason.
 		err := s.RecvMsg(new(pb.StreamSummary))

@@ -34,10 +34,18 @@ type senderSlot struct {
 func (r *receiver) Stream(s grpc.ClientStreamingServer[pb.Batch, pb.StreamSummary]) error {
 	g := r.g
 	var from msg.NodeID
+	var boot uint64
 	if md, ok := metadata.FromIncomingContext(s.Context()); ok {
 		if v := md.Get(senderMetadataKey); len(v) == 1 {
 			from = msg.NodeID(v[0])
 		}
+		boot = parseBoot(md.Get(bootMetadataKey))
+	}
+	// Before any of its messages is handled: an answer to one must not
+	// leave on a stream to the sender's previous process (restart.go).
+	g.senderBooted(from, boot)
+	if err := s.SendHeader(metadata.Pairs(bootMetadataKey, formatBoot(g.boot))); err != nil {
+		return err
 	}
 	slot, gen := g.claimSlot(from)
 	defer g.releaseSlot(from, slot, gen)

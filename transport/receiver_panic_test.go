@@ -34,6 +34,8 @@ func (s *oneFrameStream) RecvMsg(m any) error {
 
 func (s *oneFrameStream) SendAndClose(*pb.StreamSummary) error { return nil }
 
+func (s *oneFrameStream) SendHeader(metadata.MD) error { return nil }
+
 // A handler that panics (the node's store hit a fatal error while the step
 // ran) must leave the sender's slot and the slot table free as the panic
 // unwinds: Stream's deferred releaseSlot takes both, and before the slot

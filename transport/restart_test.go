@@ -1,0 +1,149 @@
+package transport
+
+import (
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/homelock/homelock/msg"
+)
+
+// holdingProxy forwards TCP connections from its address to a target. Hold
+// makes every connection it carries swallow what it is sent and never
+// close, as a connection does whose end its client has not read yet (or
+// one over a path that drops packets); connections accepted after Hold go
+// to the target set by Retarget.
+type holdingProxy struct {
+	lis    net.Listener
+	mu     sync.Mutex
+	target string
+	held   []*atomic.Bool
+	conns  []net.Conn
+	wg     sync.WaitGroup
+}
+
+func newHoldingProxy(t *testing.T, target string) *holdingProxy {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &holdingProxy{lis: lis, target: target}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *holdingProxy) addr() string { return p.lis.Addr().String() }
+
+func (p *holdingProxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.lis.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		s, err := net.Dial("tcp", p.target)
+		if err != nil {
+			p.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		held := new(atomic.Bool)
+		p.held = append(p.held, held)
+		p.conns = append(p.conns, c, s)
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go p.pipe(c, s, held)
+		go p.pipe(s, c, held)
+	}
+}
+
+// pipe copies from src to dst until src ends; once held it reads and drops,
+// and leaves dst open when src ends.
+func (p *holdingProxy) pipe(src, dst net.Conn, held *atomic.Bool) {
+	defer p.wg.Done()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !held.Load() {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			if !held.Load() {
+				_ = dst.Close()
+			}
+			return
+		}
+	}
+}
+
+func (p *holdingProxy) hold(next string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, h := range p.held {
+		h.Store(true)
+	}
+	p.target = next
+}
+
+func (p *holdingProxy) close() {
+	_ = p.lis.Close()
+	p.mu.Lock()
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// A peer restarts at its address before this node has read the end of its
+// connection to the old process: the restarted peer's first message comes
+// in on a new stream, and the answer to it must reach the new process, not
+// vanish into the old connection until RetryInterval resends it (a home's
+// reclaim after a restart waited 100 ms so) or the keepalive gives up.
+func TestGRPCAnswersARestartedPeerOnANewConnection(t *testing.T) {
+	a, b := newGRPCNode(t, "a", nil), newGRPCNode(t, "b", nil)
+	defer closeAll(t, a.t)
+	proxy := newHoldingProxy(t, b.self.Addr)
+	bViaProxy := b.self
+	bViaProxy.Addr = proxy.addr()
+
+	require.NoError(t, a.t.Send(bViaProxy, numbered(a.self, "b", 0)))
+	b.in.waitLen(t, 1, 5*time.Second)
+	require.NoError(t, b.t.Send(a.self, numbered(b.self, "a", 0)))
+	a.in.waitLen(t, 1, 5*time.Second)
+	time.Sleep(100 * time.Millisecond) // the stream's header has come back
+
+	b2 := newGRPCNode(t, "b", nil)
+	defer closeAll(t, b2.t)
+	proxy.hold(b2.self.Addr)
+	require.NoError(t, b.t.Close())
+
+	// The restarted peer speaks first; a answers through its address.
+	require.NoError(t, b2.t.Send(a.self, numbered(b2.self, "a", 1)))
+	a.in.waitLen(t, 2, 5*time.Second)
+	require.NoError(t, a.t.Send(bViaProxy, numbered(a.self, "b", 1)))
+	b2.in.waitLen(t, 1, 2*time.Second)
+	require.Equal(t, uint64(1), b2.in.snapshot()[0].Body.(msg.Renewal).Nonce)
+}
+
+// Streams that come and go between two running processes never make the
+// sender drop a working connection: only another process of the peer does.
+func TestGRPCKeepsItsConnectionToAPeerThatDidNotRestart(t *testing.T) {
+	a, b := newGRPCNode(t, "a", nil), newGRPCNode(t, "b", nil)
+	defer closeAll(t, a.t, b.t)
+	for i := range 20 {
+		require.NoError(t, a.t.Send(b.self, numbered(a.self, "b", uint64(i))))
+		b.in.waitLen(t, i+1, 5*time.Second)
+		require.NoError(t, b.t.Send(a.self, numbered(b.self, "a", uint64(i))))
+		a.in.waitLen(t, i+1, 5*time.Second)
+	}
+	require.Zero(t, a.t.Stats().Reconnects)
+	require.Zero(t, b.t.Stats().Reconnects)
+}
