@@ -147,3 +147,47 @@ func TestGRPCKeepsItsConnectionToAPeerThatDidNotRestart(t *testing.T) {
 	require.Zero(t, a.t.Stats().Reconnects)
 	require.Zero(t, b.t.Stats().Reconnects)
 }
+
+// The sender drops a stream only when both ends are known and differ: a
+// peer of an earlier release sends no boot (heard 0) and answers with no
+// header (reached 0), and a stream whose header has not come yet is kept.
+func TestToGoneProcess(t *testing.T) {
+	for _, c := range []struct {
+		heard, reached uint64
+		gone           bool
+	}{
+		{0, 0, false},
+		{0, 7, false},
+		{7, 0, false},
+		{7, 7, false},
+		{8, 7, true},
+	} {
+		p, st := &peer{}, &stream{}
+		p.restarted.Store(c.heard)
+		st.remote.Store(c.reached)
+		require.Equal(t, c.gone, p.toGoneProcess(st), "heard %d, reached %d", c.heard, c.reached)
+	}
+}
+
+func TestParseBoot(t *testing.T) {
+	b := newBoot()
+	require.NotZero(t, b)
+	require.Equal(t, b, parseBoot([]string{formatBoot(b)}))
+	for _, v := range [][]string{nil, {}, {"zz"}, {"1", "2"}, {"10000000000000000"}} {
+		require.Zero(t, parseBoot(v), "%q", v)
+	}
+}
+
+// FuzzParseBoot: any metadata value parses to a boot that formats and
+// parses back to itself, or to 0.
+func FuzzParseBoot(f *testing.F) {
+	for _, s := range []string{"", "0", "1", "ffffffffffffffff", "10000000000000000", "-1", "0x10", "007"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		b := parseBoot([]string{s})
+		if b != 0 && parseBoot([]string{formatBoot(b)}) != b {
+			t.Fatalf("%q parsed to %x, which does not round-trip", s, b)
+		}
+	})
+}
