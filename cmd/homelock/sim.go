@@ -126,11 +126,16 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		debug.SetGCPercent(clustertest.SimGCPercent)
 	}
 
-	// The bar goes to stderr, so --json still prints one object on stdout.
+	// Progress goes to stderr, so --json still prints one object on stdout:
+	// a bar on a terminal, a line a minute into a file or a pipe (a long
+	// run's log), which the bar's redraws filled at 40 KB a minute.
 	var bar *progressbar.ProgressBar
-	{
+	var lines *progressLines
+	if isTerminal(stderr) {
 		bar = progressbar.NewOptions(*seeds, progressbar.OptionSetWriter(stderr), progressbar.OptionShowCount(),
 			progressbar.OptionSetDescription("seeds"), progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionShowIts())
+	} else {
+		lines = &progressLines{w: stderr, total: *seeds, first: *first, every: time.Minute}
 	}
 	var (
 		mu     sync.Mutex
@@ -187,6 +192,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 					// At once, not only at the end: a long run shows its
 					// failures while it goes on.
 					fmt.Fprintf(stderr, "\nseed %d: %s (replay: %s)\n", s, r.Violations[0].Invariant, r.Replay())
+				}
+				if lines != nil {
+					lines.seedDone(len(failing))
 				}
 				mu.Unlock()
 				if bar != nil {
@@ -268,4 +276,42 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		return 128 + int(sig.Signal)
 	}
 	return 0
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// progressLines reports a run's progress as a line a minute (and one after
+// its first seed), for a stderr that is not a terminal.
+type progressLines struct {
+	w           io.Writer
+	total       int
+	first       uint64
+	every       time.Duration
+	start, last time.Time
+	done        int
+}
+
+func (p *progressLines) seedDone(violations int) {
+	now := time.Now()
+	if p.done == 0 {
+		p.start = now
+	}
+	p.done++
+	if p.done > 1 && now.Sub(p.last) < p.every {
+		return
+	}
+	p.last = now
+	rate := ""
+	if d := now.Sub(p.start).Seconds(); p.done > 1 && d > 0 {
+		rate = fmt.Sprintf(", %.1f seeds/s", float64(p.done-1)/d)
+	}
+	fmt.Fprintf(p.w, "homelock sim: %d of %d seeds from %d%s, %d violations\n", p.done, p.total, p.first, rate, violations)
 }
