@@ -162,7 +162,7 @@ func (p *peer) run() {
 		pending = p.fill(pending)
 		batch := p.frame(pending)
 
-		if cur != nil && p.toGoneProcess(cur) {
+		if cur != nil && p.leaveGoneProcess(cur) {
 			cur.cancel()
 			cur = nil
 			p.redial()

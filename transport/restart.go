@@ -70,11 +70,23 @@ func (g *GRPC) senderBooted(from msg.NodeID, boot uint64) {
 	}
 }
 
-// toGoneProcess reports whether st reached a process of the peer other than
-// the one last heard from.
-func (p *peer) toGoneProcess(st *stream) bool {
+// leaveGoneProcess reports whether st reached a process of the peer other
+// than the one last heard from, and if so forgets that hearing: the sender
+// then redials once, not before every write. Two live processes under one
+// node ID (an impostor, which the protocol refuses) would otherwise have it
+// redial for every frame, the one it reaches never being the one heard.
+func (p *peer) leaveGoneProcess(st *stream) bool {
 	heard := p.restarted.Load()
-	reached := st.remote.Load()
+	if !goneProcess(heard, st.remote.Load()) {
+		return false
+	}
+	p.restarted.CompareAndSwap(heard, 0)
+	return true
+}
+
+// goneProcess: a stream that reached boot reached, when boot heard is the
+// peer's process last heard from; 0 is unknown either way.
+func goneProcess(heard, reached uint64) bool {
 	return heard != 0 && reached != 0 && heard != reached
 }
 

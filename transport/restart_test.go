@@ -165,8 +165,29 @@ func TestToGoneProcess(t *testing.T) {
 		p, st := &peer{}, &stream{}
 		p.restarted.Store(c.heard)
 		st.remote.Store(c.reached)
-		require.Equal(t, c.gone, p.toGoneProcess(st), "heard %d, reached %d", c.heard, c.reached)
+		require.Equal(t, c.gone, p.leaveGoneProcess(st), "heard %d, reached %d", c.heard, c.reached)
+		// Once: the sender redials, then writes on until it hears again.
+		require.False(t, p.leaveGoneProcess(st), "heard %d, reached %d, a second time", c.heard, c.reached)
 	}
+}
+
+// Two live processes under one node ID (an impostor, which the protocol
+// refuses): a stream from the one this node does not send to makes its
+// sender redial once, not before every write to the other.
+func TestGRPCRedialsOnceForAnImpostor(t *testing.T) {
+	a, b := newGRPCNode(t, "a", nil), newGRPCNode(t, "b", nil)
+	impostor := newGRPCNode(t, "b", nil)
+	defer closeAll(t, a.t, b.t, impostor.t)
+	require.NoError(t, a.t.Send(b.self, numbered(a.self, "b", 0)))
+	b.in.waitLen(t, 1, 5*time.Second)
+	time.Sleep(100 * time.Millisecond) // the stream's header has come back
+	require.NoError(t, impostor.t.Send(a.self, numbered(impostor.self, "a", 0)))
+	a.in.waitLen(t, 1, 5*time.Second)
+	for i := 1; i <= 50; i++ {
+		require.NoError(t, a.t.Send(b.self, numbered(a.self, "b", uint64(i))))
+		b.in.waitLen(t, i+1, 5*time.Second)
+	}
+	require.LessOrEqual(t, a.t.Stats().Reconnects, uint64(1))
 }
 
 func TestParseBoot(t *testing.T) {
