@@ -15,7 +15,7 @@ import (
 // which the restarted peer's first stream can beat. A message handed to
 // the old stream in between is written, raises no error and is lost, and
 // the protocol resends it only after RetryInterval: a home restarted under
-// load waited 100 ms for a reclaim answer in about one restart of twenty
+// load waited 100 ms for a reclaim answer in 4 restarts of 125
 // (docs/design.md, "Restarts and reclaim"). On a path that drops packets
 // silently the old connection would stay open until the keepalive gave up.
 //
