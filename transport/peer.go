@@ -60,10 +60,10 @@ type peer struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	// restarted is the boot of the peer's process that last opened a
-	// stream to this node (0: none seen): a stream to another boot of it
-	// is to a process that is gone (restart.go).
-	restarted atomic.Uint64
+	// heard is the boot of the peer's process that last opened a stream
+	// to this node (0: none since the sender last acted on it): a stream
+	// to another boot of it is to a process that is gone (restart.go).
+	heard atomic.Uint64
 }
 
 func newPeer(g *GRPC, to msg.Member) (*peer, error) {

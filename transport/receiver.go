@@ -43,7 +43,7 @@ func (r *receiver) Stream(s grpc.ClientStreamingServer[pb.Batch, pb.StreamSummar
 	}
 	// Before any of its messages is handled: an answer to one must not
 	// leave on a stream to the sender's previous process (restart.go).
-	g.senderBooted(from, boot)
+	g.heardFrom(from, boot)
 	if err := s.SendHeader(metadata.Pairs(bootMetadataKey, formatBoot(g.boot))); err != nil {
 		return err
 	}

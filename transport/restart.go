@@ -56,9 +56,9 @@ func parseBoot(v []string) uint64 {
 	return b
 }
 
-// senderBooted records that from's process boot opened a stream to this
-// node, for the sender of this node's messages to from.
-func (g *GRPC) senderBooted(from msg.NodeID, boot uint64) {
+// heardFrom records that from's process boot opened a stream to this node,
+// for the sender of this node's messages to from.
+func (g *GRPC) heardFrom(from msg.NodeID, boot uint64) {
 	if boot == 0 {
 		return
 	}
@@ -66,28 +66,23 @@ func (g *GRPC) senderBooted(from msg.NodeID, boot uint64) {
 	p := g.peers[from]
 	g.mu.RUnlock()
 	if p != nil {
-		p.restarted.Store(boot)
+		p.heard.Store(boot)
 	}
 }
 
 // leaveGoneProcess reports whether st reached a process of the peer other
-// than the one last heard from, and if so forgets that hearing: the sender
-// then redials once, not before every write. Two live processes under one
-// node ID (an impostor, which the protocol refuses) would otherwise have it
-// redial for every frame, the one it reaches never being the one heard.
+// than the one last heard from (0, unknown, on either side is no), and if
+// so forgets that hearing: the sender then redials once, not before every
+// write. Two live processes under one node ID (an impostor, which the
+// protocol refuses) would otherwise have it redial for every frame, the
+// one it reaches never being the one heard.
 func (p *peer) leaveGoneProcess(st *stream) bool {
-	heard := p.restarted.Load()
-	if !goneProcess(heard, st.remote.Load()) {
+	heard, reached := p.heard.Load(), st.remote.Load()
+	if heard == 0 || reached == 0 || heard == reached {
 		return false
 	}
-	p.restarted.CompareAndSwap(heard, 0)
+	p.heard.CompareAndSwap(heard, 0)
 	return true
-}
-
-// goneProcess: a stream that reached boot reached, when boot heard is the
-// peer's process last heard from; 0 is unknown either way.
-func goneProcess(heard, reached uint64) bool {
-	return heard != 0 && reached != 0 && heard != reached
 }
 
 // redial replaces the peer's connection: a new stream on the old one could
