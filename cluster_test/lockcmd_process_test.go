@@ -42,6 +42,7 @@ func TestProcessesLockCommand(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
 		t.Run("signal/"+sig.String(), func(t *testing.T) { signalledHolder(t, bin, dir, procs, sig) })
 	}
+	t.Run("leftover", func(t *testing.T) { leftoverHolds(t, bin, dir, procs) })
 	t.Run("wait/mute-port", func(t *testing.T) { muteNode(t, bin) })
 	t.Run("wait/stopped-node", func(t *testing.T) { stoppedNode(t, bin, procs) })
 	// It stops n3.
@@ -222,6 +223,35 @@ func signalledHolder(t *testing.T, bin, dir string, procs []*hlProc, sig syscall
 	}
 	t.Logf("%v to the lock command: its command finished and exited 3 under the lock; the next locker through n3 got %s %v after the signal",
 		sig, key, took.Round(time.Millisecond))
+}
+
+// leftoverHolds: the command puts its work in the background and exits at
+// once; the work goes on for two seconds (past exec.Cmd.WaitDelay, a second) and prints a line on the lock
+// command's output. The lock is held until the work has ended, its line
+// reaches the output (no SIGPIPE), and a locker through n3 starts only then.
+func leftoverHolds(t *testing.T, bin, dir string, procs []*hlProc) {
+	key := keyHomedAt("n2", "leftover")
+	started, finished := filepath.Join(dir, key+"-started"), filepath.Join(dir, key+"-finished")
+	script := fmt.Sprintf(`(sleep 2; touch %q; echo late) & touch %q; exit 5`, finished, started)
+	first, exited := startHeld(t, bin, procs[0].api, key, script, started)
+	out, err := exec.Command(bin, "lock", key, "--node", procs[2].api, "--wait", "20s", "--",
+		"sh", "-c", fmt.Sprintf("if [ -e %q ]; then echo after; else echo OVERLAP; fi", finished)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("the second lock of %s: %v\n%s", key, err, out)
+	}
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first lock command never exited")
+	}
+	said := first.said()
+	if got := strings.TrimSpace(string(out)); got != "after" {
+		t.Fatalf("the next critical section on %s began while the first command's background work still ran (%q)\nfirst: %s", key, got, said)
+	}
+	if code := first.cmd.ProcessState.ExitCode(); code != 5 || !strings.Contains(said, "late") {
+		t.Fatalf("the first lock command exited %d (want its command's 5) and said (want the background work's line):\n%s", code, said)
+	}
+	t.Logf("the background work ended under the lock; the first lock command said: %s", strings.TrimSpace(said))
 }
 
 // heldCommand is `homelock lock KEY --node API -- sh -c SCRIPT`, running.

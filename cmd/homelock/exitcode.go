@@ -57,7 +57,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
 // exitCode is the command's exit status as a shell reports it: its code, or
 // 128 + the signal that killed it.
 func exitCode(err error) int {
-	if err == nil {
+	if err == nil || errors.Is(err, exec.ErrWaitDelay) {
+		// ErrWaitDelay: COMMAND exited 0 and something it left running
+		// kept its output pipe open.
 		return 0
 	}
 	var ee *exec.ExitError

@@ -9,7 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -49,20 +52,21 @@ const lockUsage = `Usage: homelock lock [flags] NAME [flags] -- COMMAND [ARGS...
 Holds the cluster lock NAME while COMMAND runs, like flock(1) and
 "etcdctl lock". COMMAND starts once the lock is held, with the fencing token
 in HOMELOCK_TOKEN (and the key in HOMELOCK_KEY); the lock is released only
-after COMMAND has exited:
+after COMMAND has exited, and (on Linux) every process it started too:
 
-  - SIGINT, SIGTERM and SIGHUP are passed on to COMMAND, and the lock is held
-    until it exits (SIGKILL after --kill-after). Before COMMAND starts they
-    end the wait, and nothing runs.
+  - SIGINT, SIGTERM and SIGHUP are passed on to COMMAND (once it has
+    exited, to the processes it left running), and the lock is held until
+    they exit (SIGKILL after --kill-after). Before COMMAND starts they end
+    the wait, and nothing runs.
   - If the lease is lost (revoked, or run out on this process's own clock
-    because the node went silent), COMMAND gets SIGTERM, and SIGKILL after
-    --kill-after.
-  - If the node shuts down (SIGTERM to homelock node), COMMAND gets SIGTERM
-    the same way, and the node keeps the lock until COMMAND has exited: for
+    because the node went silent), COMMAND and every process it started get
+    SIGTERM, and SIGKILL after --kill-after.
+  - If the node shuts down (SIGTERM to homelock node), they get SIGTERM the
+    same way, and the node keeps the lock until they have exited: for
     --kill-after plus 2s, which this command tells it (at least 10s, at most
     10min).
   - If homelock lock is killed outright (SIGKILL), COMMAND is killed with it
-    (Linux).
+    (Linux); processes COMMAND started are not.
 
 --wait is kept on this process's clock too: a node that does not answer
 (paused, cut off, a port that never speaks) ends it within about --wait.
@@ -366,20 +370,20 @@ func hold(a lockArgs, h *held, sigs <-chan os.Signal, stdout, stderr io.Writer) 
 	ranOut := make(chan string, 1)
 	go watchLease(watchCtx, lease, ranOut)
 
-	// The command's output and ours interleave on one writer: serialise them
-	// (and hide a bytes.Buffer's ReadFrom, which a concurrent Write races).
-	stdout, stderr = &syncWriter{w: stdout}, &syncWriter{w: stderr}
 	cmd := exec.Command(a.command[0], a.command[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
+	cmd.Stdin = os.Stdin
+	cmd.Stdout, cmd.Stderr, stdout, stderr = commandOutput(stdout, stderr)
 	cmd.Env = append(os.Environ(), "HOMELOCK_TOKEN="+h.token, "HOMELOCK_KEY="+a.name)
-	// A grandchild that outlives a killed command may hold its output open:
-	// Wait returns this long after the command itself exited regardless.
+	// A process COMMAND left running may hold a pipe of its output open:
+	// Wait returns this long after COMMAND itself exited regardless.
 	cmd.WaitDelay = time.Second
 	dieWithUs(cmd)
+	defer adoptOrphans()()
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(stderr, "homelock lock: %s: %v\n", a.name, err)
 		return startCode(err)
 	}
+	tree := &commandTree{cmd: cmd.Process}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	stopPings, pinged := make(chan struct{}), make(chan struct{})
@@ -408,9 +412,21 @@ func hold(a lockArgs, h *held, sigs <-chan os.Signal, stdout, stderr io.Writer) 
 	var (
 		lostWhy string
 		kill    <-chan time.Time
+		// Once COMMAND has exited: its status, and the end of the
+		// processes it left running (nil while there are none to wait for).
+		cmdErr   error
+		cmdDone  bool
+		treeGone <-chan struct{}
 	)
-	stopCommand := func(s os.Signal) {
-		_ = cmd.Process.Signal(s)
+	finish := func() int {
+		if lostWhy != "" {
+			fmt.Fprintf(stderr, "homelock lock: %s: COMMAND ended (%s) after the lock was lost\n", a.name, commandEnd(cmdErr))
+			return exitLost
+		}
+		return release(a, h, cmdErr, stopPinging, &sendMu, ended, stderr)
+	}
+	stopCommand := func(s os.Signal, all bool) {
+		tree.signal(s, all)
 		if kill == nil {
 			kill = time.After(a.killAfter)
 		}
@@ -421,27 +437,41 @@ func hold(a lockArgs, h *held, sigs <-chan os.Signal, stdout, stderr io.Writer) 
 		}
 		lostWhy = why
 		fmt.Fprintf(stderr, "homelock lock: %s: lock lost (%s); stopping COMMAND\n", a.name, why)
-		stopCommand(syscall.SIGTERM)
+		// Every process, not COMMAND alone: a shell dies of SIGTERM
+		// without passing it to the program it waits for.
+		stopCommand(syscall.SIGTERM, true)
 	}
 	for {
 		select {
 		case err := <-exited:
-			if lostWhy != "" {
-				fmt.Fprintf(stderr, "homelock lock: %s: COMMAND ended (%s) after the lock was lost\n", a.name, commandEnd(err))
-				return exitLost
+			cmdErr, cmdDone = err, true
+			tree.exited()
+			left := tree.left()
+			if len(left) == 0 {
+				return finish()
 			}
-			return release(a, h, err, stopPinging, &sendMu, ended, stderr)
+			if lostWhy == "" && kill == nil {
+				fmt.Fprintf(stderr, "homelock lock: %s: COMMAND exited (%s); holding the lock until what it left running exits (%s)\n",
+					a.name, commandEnd(err), pids(left))
+			}
+			treeGone = tree.waitEmpty(watchCtx)
+		case <-treeGone:
+			return finish()
 		case s := <-sigs:
 			if kill == nil {
-				fmt.Fprintf(stderr, "homelock lock: %s: passing %v to COMMAND; the lock is held until it exits (SIGKILL in %v)\n", a.name, s, a.killAfter)
+				what := "COMMAND; the lock is held until it exits"
+				if cmdDone {
+					what = "the processes COMMAND left running; the lock is held until they exit"
+				}
+				fmt.Fprintf(stderr, "homelock lock: %s: passing %v to %s (SIGKILL in %v)\n", a.name, s, what, a.killAfter)
 			}
-			stopCommand(s)
+			stopCommand(s, false)
 		case end := <-ended:
 			lost(end.why)
 		case why := <-ranOut:
 			lost(why)
 		case <-kill:
-			_ = cmd.Process.Kill()
+			tree.killAll()
 			kill = nil
 		}
 	}
@@ -472,7 +502,7 @@ func commandEnd(err error) string {
 	if errors.As(err, &ee) {
 		return ee.String()
 	}
-	if err != nil {
+	if err != nil && !errors.Is(err, exec.ErrWaitDelay) {
 		return err.Error()
 	}
 	return "exit status 0"
@@ -513,6 +543,120 @@ func describe(err error, ev *clientapi.LockEvent) string {
 	}
 	return ev.GetKind().String()
 }
+
+// commandOutput returns COMMAND's output and the lock command's own. A
+// file is COMMAND's as it is: a pipe copied into it would end with
+// cmd.Wait, and a process COMMAND left running would then die of SIGPIPE
+// at its next line. Other writers (tests' buffers) take a pipe, and both
+// sides write through one mutex (which also hides a bytes.Buffer's
+// ReadFrom, which a concurrent Write races).
+func commandOutput(stdout, stderr io.Writer) (cmdOut, cmdErr, ownOut, ownErr io.Writer) {
+	cmdOut, cmdErr, ownOut, ownErr = stdout, stderr, stdout, stderr
+	if _, ok := stdout.(*os.File); !ok {
+		w := &syncWriter{w: stdout}
+		cmdOut, ownOut = w, w
+	}
+	if _, ok := stderr.(*os.File); !ok {
+		w := &syncWriter{w: stderr}
+		cmdErr, ownErr = w, w
+	}
+	return cmdOut, cmdErr, ownOut, ownErr
+}
+
+// commandTree is COMMAND and the processes it started (on Linux; COMMAND
+// alone elsewhere).
+type commandTree struct {
+	cmd *os.Process
+	// gone is set once COMMAND has exited and been reaped: its PID may
+	// then be another process's.
+	gone atomic.Bool
+	// killing has waitEmpty SIGKILL every process it finds, once the
+	// lock command has killed the tree: a process forked after a kill's
+	// listing escapes that kill, not the next.
+	killing atomic.Bool
+}
+
+func (t *commandTree) exited() { t.gone.Store(true) }
+
+// left is the processes below the lock command, COMMAND's included
+// until it has exited.
+func (t *commandTree) left() []int {
+	keep := 0
+	if !t.gone.Load() {
+		keep = t.cmd.Pid
+	}
+	return descendants(keep)
+}
+
+// signal sends s to COMMAND while it runs, and to every process of the
+// tree if all is set or COMMAND has exited.
+func (t *commandTree) signal(s os.Signal, all bool) {
+	running := !t.gone.Load()
+	if running {
+		_ = t.cmd.Signal(s)
+	}
+	if !all && running {
+		return
+	}
+	n, _ := s.(syscall.Signal)
+	for _, pid := range t.left() {
+		if running && pid == t.cmd.Pid {
+			continue
+		}
+		_ = syscall.Kill(pid, n)
+	}
+}
+
+// killAll SIGKILLs the whole tree, now and at every later listing.
+func (t *commandTree) killAll() {
+	t.killing.Store(true)
+	t.signal(syscall.SIGKILL, true)
+}
+
+// waitEmpty returns a channel closed once no process is left below the
+// lock command, which it lists every treePoll (reaping the orphans it
+// adopted); ctx ends the wait.
+func (t *commandTree) waitEmpty(ctx context.Context) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(treePoll)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			left := t.left()
+			if len(left) == 0 {
+				close(done)
+				return
+			}
+			if t.killing.Load() {
+				for _, pid := range left {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		}
+	}()
+	return done
+}
+
+// pids says which processes: "PID 12" or "PIDs 12, 14".
+func pids(p []int) string {
+	s := make([]string, len(p))
+	for i, pid := range p {
+		s[i] = strconv.Itoa(pid)
+	}
+	if len(p) == 1 {
+		return "PID " + s[0]
+	}
+	return "PIDs " + strings.Join(s, ", ")
+}
+
+// treePoll is how often the lock command lists the processes COMMAND left
+// running: how late after the last of them it releases the lock.
+const treePoll = 50 * time.Millisecond
 
 type syncWriter struct {
 	mu sync.Mutex

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// alive reports whether the process whose PID the file holds still runs.
+func alive(t *testing.T, pidFile string) bool {
+	t.Helper()
+	b, err := os.ReadFile(pidFile)
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	require.NoError(t, err)
+	if _, zombie, ok := readStat(pid); !ok || zombie {
+		return false
+	}
+	err = syscall.Kill(pid, 0)
+	if errors.Is(err, syscall.ESRCH) {
+		return false
+	}
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	return true
+}
+
+// A shell killed by SIGTERM leaves the program it waits for running; a lost
+// lock must stop that program too, not only COMMAND.
+func TestLockLostStopsWhatCommandStarted(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		script string // $1 is the file that gets the inner process's PID
+		code   int
+		said   string
+	}{
+		// sh dies of the SIGTERM, its sleep gets one too.
+		{"a shell's child", `sleep 30 & echo $! > "$1"; wait`, exitLost, "signal: terminated"},
+		// The child ignores SIGTERM: SIGKILL after --kill-after.
+		{"a child that ignores SIGTERM", `(trap '' TERM; sleep 30) & echo $! > "$1"; wait`, exitLost, "after the lock was lost"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pidFile := filepath.Join(t.TempDir(), "pid")
+			addr := serveFake(t, &fakeNode{loseAfter: 300 * time.Millisecond})
+			var out, errOut bytes.Buffer
+			start := time.Now()
+			code := run([]string{"lock", "k", "--node", addr, "--kill-after", "300ms", "--", "sh", "-c", tc.script, "sh", pidFile}, &out, &errOut)
+			require.Equal(t, tc.code, code, errOut.String())
+			require.Less(t, time.Since(start), 10*time.Second)
+			require.Contains(t, errOut.String(), tc.said)
+			require.False(t, alive(t, pidFile), "the process COMMAND started runs on after the lock was lost: %s", errOut.String())
+		})
+	}
+}
+
+// A process COMMAND leaves running keeps the lock until it exits, as a
+// child that inherits flock(1)'s descriptor does.
+func TestLockHeldUntilWhatCommandLeftExits(t *testing.T) {
+	dir := t.TempDir()
+	done, pidFile := filepath.Join(dir, "done"), filepath.Join(dir, "pid")
+	doneAtRelease := make(chan bool, 1)
+	addr := serveFake(t, &fakeNode{atRelease: func() {
+		_, err := os.Stat(done)
+		doneAtRelease <- err == nil
+	}})
+	var out, errOut bytes.Buffer
+	// The background job's output goes elsewhere: a test's buffer is a pipe,
+	// which Wait stops copying WaitDelay after COMMAND exits.
+	script := `(sleep 0.5; touch "$1") >/dev/null 2>&1 & echo $! > "$2"; exit 4`
+	code := run([]string{"lock", "k", "--node", addr, "--", "sh", "-c", script, "sh", done, pidFile}, &out, &errOut)
+	require.Equal(t, 4, code, "COMMAND's own status: %s", errOut.String())
+	select {
+	case ok := <-doneAtRelease:
+		require.True(t, ok, "the lock was released before the process COMMAND left running finished: %s", errOut.String())
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lock was never released")
+	}
+	require.Contains(t, errOut.String(), "holding the lock until what it left running exits (PID")
+	require.False(t, alive(t, pidFile))
+}
+
+// After COMMAND has exited, a forwarded signal goes to what it left
+// running, and the lock is held until that exits.
+func TestLockForwardsToWhatCommandLeft(t *testing.T) {
+	absorb(t, syscall.SIGTERM)
+	dir := t.TempDir()
+	started, got := filepath.Join(dir, "started"), filepath.Join(dir, "got")
+	addr := serveFake(t, &fakeNode{validFor: time.Minute})
+	script := fmt.Sprintf(`(trap 'touch %q; exit 0' TERM; touch %q; while :; do sleep 0.05; done) >/dev/null 2>&1 & exit 0`, got, started)
+	var out, errOut lockedBuffer
+	code := make(chan int, 1)
+	go func() { code <- run([]string{"lock", "k", "--node", addr, "--", "sh", "-c", script}, &out, &errOut) }()
+	waitFile(t, started, 10*time.Second)
+	// COMMAND exits at once; the lock command must have seen it before the
+	// signal for the signal to go to what it left.
+	for end := time.Now().Add(10 * time.Second); !strings.Contains(errOut.String(), "holding the lock"); time.Sleep(10 * time.Millisecond) {
+		require.True(t, time.Now().Before(end), "COMMAND's exit not reported: %s", errOut.String())
+	}
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGTERM))
+	select {
+	case c := <-code:
+		require.Equal(t, 0, c, errOut.String())
+	case <-time.After(15 * time.Second):
+		t.Fatal("the lock command did not end")
+	}
+	_, err := os.Stat(got)
+	require.NoError(t, err, "the process COMMAND left never got SIGTERM: %s", errOut.String())
+	require.Contains(t, errOut.String(), "passing terminated to the processes COMMAND left running")
+}
+
+func TestParseStat(t *testing.T) {
+	for _, tc := range []struct {
+		in     string
+		ppid   int
+		zombie bool
+		ok     bool
+	}{
+		{"12 (sh) S 1 12 12 0 -1", 1, false, true},
+		{"12 (a b) c)) R 7 12", 7, false, true},
+		{"12 (sleep) Z 9 12", 9, true, true},
+		{"12 (sleep) X 9 12", 9, true, true},
+		{"12 (sh) S", 0, false, false},
+		{"12 sh S 1", 0, false, false},
+		{"12 (sh) SS 1", 0, false, false},
+		{"12 (sh) S x", 0, false, false},
+		{"", 0, false, false},
+	} {
+		ppid, zombie, ok := parseStat([]byte(tc.in))
+		require.Equal(t, tc.ok, ok, tc.in)
+		if ok {
+			require.Equal(t, tc.ppid, ppid, tc.in)
+			require.Equal(t, tc.zombie, zombie, tc.in)
+		}
+	}
+	// This process's own line parses, with the parent the kernel reports.
+	ppid, zombie, ok := readStat(os.Getpid())
+	require.True(t, ok)
+	require.False(t, zombie)
+	require.Equal(t, os.Getppid(), ppid)
+}
+
+func FuzzParseStat(f *testing.F) {
+	f.Add([]byte("12 (sh) S 1 12 12 0 -1"))
+	f.Add([]byte("12 (a) b) Z 3"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ppid, _, ok := parseStat(b)
+		if ok && !bytes.Contains(b, []byte(strconv.Itoa(ppid))) {
+			t.Fatalf("parent %d is not in %q", ppid, b)
+		}
+	})
+}
