@@ -372,7 +372,7 @@ func hold(a lockArgs, h *held, sigs <-chan os.Signal, stdout, stderr io.Writer) 
 
 	cmd := exec.Command(a.command[0], a.command[1:]...)
 	cmd.Stdin = os.Stdin
-	cmd.Stdout, cmd.Stderr, stdout, stderr = commandOutput(stdout, stderr)
+	cmd.Stdout, cmd.Stderr, stderr = commandOutput(stdout, stderr)
 	cmd.Env = append(os.Environ(), "HOMELOCK_TOKEN="+h.token, "HOMELOCK_KEY="+a.name)
 	// A process COMMAND left running may hold a pipe of its output open:
 	// Wait returns this long after COMMAND itself exited regardless.
@@ -544,23 +544,23 @@ func describe(err error, ev *clientapi.LockEvent) string {
 	return ev.GetKind().String()
 }
 
-// commandOutput returns COMMAND's output and the lock command's own. A
-// file is COMMAND's as it is: a pipe copied into it would end with
-// cmd.Wait, and a process COMMAND left running would then die of SIGPIPE
-// at its next line. Other writers (tests' buffers) take a pipe, and both
-// sides write through one mutex (which also hides a bytes.Buffer's
-// ReadFrom, which a concurrent Write races).
-func commandOutput(stdout, stderr io.Writer) (cmdOut, cmdErr, ownOut, ownErr io.Writer) {
-	cmdOut, cmdErr, ownOut, ownErr = stdout, stderr, stdout, stderr
+// commandOutput returns COMMAND's stdout and stderr, and the stderr the
+// lock command writes to from then on. A file is COMMAND's as it is: a pipe
+// copied into it would end with cmd.Wait, and a process COMMAND left
+// running would then die of SIGPIPE at its next line. Other writers (tests'
+// buffers) take a pipe, and a stderr both write to goes through one mutex
+// (which also hides a bytes.Buffer's ReadFrom, which a concurrent Write
+// races).
+func commandOutput(stdout, stderr io.Writer) (cmdOut, cmdErr, ownErr io.Writer) {
+	cmdOut, cmdErr, ownErr = stdout, stderr, stderr
 	if _, ok := stdout.(*os.File); !ok {
-		w := &syncWriter{w: stdout}
-		cmdOut, ownOut = w, w
+		cmdOut = &syncWriter{w: stdout}
 	}
 	if _, ok := stderr.(*os.File); !ok {
 		w := &syncWriter{w: stderr}
 		cmdErr, ownErr = w, w
 	}
-	return cmdOut, cmdErr, ownOut, ownErr
+	return cmdOut, cmdErr, ownErr
 }
 
 // commandTree is COMMAND and the processes it started (on Linux; COMMAND

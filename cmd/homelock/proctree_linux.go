@@ -27,9 +27,6 @@ func adoptOrphans() (undo func()) {
 	return func() { _ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0) }
 }
 
-// procTreeSupported says whether descendants sees the whole tree.
-const procTreeSupported = true
-
 // descendants returns the live processes below this one. A zombie is not
 // live: one whose parent is this process and that is not keep (COMMAND,
 // which exec.Cmd.Wait reaps) is an orphan the lock command adopted, and is

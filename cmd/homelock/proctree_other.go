@@ -8,6 +8,4 @@ package main
 
 func adoptOrphans() (undo func()) { return func() {} }
 
-const procTreeSupported = false
-
 func descendants(int) []int { return nil }
