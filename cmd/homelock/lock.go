@@ -384,6 +384,7 @@ func hold(a lockArgs, h *held, sigs <-chan os.Signal, stdout, stderr io.Writer) 
 		return startCode(err)
 	}
 	tree := &commandTree{cmd: cmd.Process}
+	tree.reapOrphans(watchCtx)
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	stopPings, pinged := make(chan struct{}), make(chan struct{})
@@ -611,6 +612,25 @@ func (t *commandTree) signal(s os.Signal, all bool) {
 func (t *commandTree) killAll() {
 	t.killing.Store(true)
 	t.signal(syscall.SIGKILL, true)
+}
+
+// reapOrphans reaps the orphans the lock command adopted at each SIGCHLD
+// until ctx ends: COMMAND may run for days, and each process of its whose
+// parent exited first would otherwise stay a zombie until COMMAND exits.
+func (t *commandTree) reapOrphans(ctx context.Context) {
+	chld := make(chan os.Signal, 1)
+	signal.Notify(chld, syscall.SIGCHLD)
+	go func() {
+		defer signal.Stop(chld)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-chld:
+			}
+			t.left()
+		}
+	}()
 }
 
 // waitEmpty returns a channel closed once no process is left below the

@@ -117,6 +117,48 @@ func TestLockForwardsToWhatCommandLeft(t *testing.T) {
 	require.Contains(t, errOut.String(), "passing terminated to the processes COMMAND left running")
 }
 
+// Orphans COMMAND makes while it runs are reaped as they exit, not when
+// COMMAND does: a long COMMAND would otherwise fill the lock command with
+// zombies.
+func TestLockReapsOrphansWhileCommandRuns(t *testing.T) {
+	dir := t.TempDir()
+	orphaned, checked := filepath.Join(dir, "orphaned"), filepath.Join(dir, "checked")
+	addr := serveFake(t, &fakeNode{validFor: time.Minute})
+	// Each (true &) leaves an orphan that exits at once.
+	script := fmt.Sprintf(`for i in 1 2 3 4 5 6 7 8; do (true &); done; touch %q; while [ ! -e %q ]; do sleep 0.02; done`, orphaned, checked)
+	var out, errOut lockedBuffer
+	code := make(chan int, 1)
+	go func() { code <- run([]string{"lock", "k", "--node", addr, "--", "sh", "-c", script}, &out, &errOut) }()
+	waitFile(t, orphaned, 10*time.Second)
+	var zombies []int
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		zombies = zombiesOf(t, os.Getpid())
+		if len(zombies) == 0 || time.Now().After(end) {
+			break
+		}
+	}
+	require.NoError(t, os.WriteFile(checked, nil, 0o644))
+	require.Equal(t, 0, <-code, errOut.String())
+	require.Empty(t, zombies, "orphans left as zombies while COMMAND ran")
+}
+
+// zombiesOf lists the zombie children of pid.
+func zombiesOf(t *testing.T, pid int) []int {
+	entries, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	var out []int
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ppid, zombie, ok := readStat(p); ok && zombie && ppid == pid {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 func TestParseStat(t *testing.T) {
 	for _, tc := range []struct {
 		in     string
