@@ -47,10 +47,13 @@ func TestLockLostStopsWhatCommandStarted(t *testing.T) {
 		{"a shell's child", `sleep 30 & echo $! > "$1"; wait`, exitLost, "signal: terminated"},
 		// The child ignores SIGTERM: SIGKILL after --kill-after.
 		{"a child that ignores SIGTERM", `(trap '' TERM; sleep 30) & echo $! > "$1"; wait`, exitLost, "after the lock was lost"},
+		// COMMAND exited at once; the lock is lost while what it left runs.
+		{"what COMMAND left running", `sleep 30 >/dev/null 2>&1 & echo $! > "$1"; exit 0`, exitLost, "holding the lock until"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pidFile := filepath.Join(t.TempDir(), "pid")
-			addr := serveFake(t, &fakeNode{loseAfter: 300 * time.Millisecond})
+			// Late enough for COMMAND to have started (and, in the last case, exited) on a loaded machine.
+			addr := serveFake(t, &fakeNode{loseAfter: time.Second})
 			var out, errOut bytes.Buffer
 			start := time.Now()
 			code := run([]string{"lock", "k", "--node", addr, "--kill-after", "300ms", "--", "sh", "-c", tc.script, "sh", pidFile}, &out, &errOut)
