@@ -319,6 +319,10 @@ type streamEnd struct {
 // status. The lock ends only after COMMAND has exited.
 func hold(a lockArgs, h *held, sigs <-chan os.Signal, stdout, stderr io.Writer) int {
 	lease := newClientLease()
+	// The lease is kept on the boot clock, which counts a suspend (Go's
+	// monotonic clock does not): after a resume the lease must read as
+	// run out if it has, as the node's own holder reads it (H9).
+	clock := homelock.NewBootClock()
 	// One goroutine reads the node's events, one pings for validity; sends
 	// (pings, and the CloseSend that unlocks) share a mutex, as a stream
 	// allows one sender at a time. Both end with the stream (h.cancel).
@@ -341,7 +345,7 @@ func hold(a lockArgs, h *held, sigs <-chan os.Signal, stdout, stderr io.Writer) 
 	ping := func() error {
 		sendMu.Lock()
 		defer sendMu.Unlock()
-		return h.stream.Send(&clientapi.LockRequest{Ping: lease.ping(time.Now())})
+		return h.stream.Send(&clientapi.LockRequest{Ping: lease.ping(clock.Now())})
 	}
 	// ACQUIRED's validity only paces the pings: counted from the request it
 	// may be nearly spent after a long wait, so the lease starts with the
@@ -368,7 +372,7 @@ func hold(a lockArgs, h *held, sigs <-chan os.Signal, stdout, stderr io.Writer) 
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
 	ranOut := make(chan string, 1)
-	go watchLease(watchCtx, lease, ranOut)
+	go watchLease(watchCtx, lease, clock.Now, ranOut)
 
 	cmd := exec.Command(a.command[0], a.command[1:]...)
 	cmd.Stdin = os.Stdin
@@ -509,10 +513,13 @@ func commandEnd(err error) string {
 	return "exit status 0"
 }
 
-// watchLease reports on ranOut once the lease's deadline passes on this
-// process's clock without the node having extended it (ctx ends it).
-func watchLease(ctx context.Context, lease *clientLease, ranOut chan<- string) {
-	t := time.NewTimer(time.Until(lease.until()))
+// watchLease reports on ranOut once the lease's deadline passes on now,
+// this process's clock, without the node having extended it (ctx ends it).
+// It reads now at least every leaseCheck: Go's timers run on the monotonic
+// clock, which stops during a suspend, so a timer set for the deadline
+// would fire that much after it.
+func watchLease(ctx context.Context, lease *clientLease, now func() time.Time, ranOut chan<- string) {
+	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
 		select {
@@ -520,14 +527,18 @@ func watchLease(ctx context.Context, lease *clientLease, ranOut chan<- string) {
 			return
 		case <-t.C:
 		}
-		if left := time.Until(lease.until()); left > 0 {
-			t.Reset(left)
-			continue
+		left := lease.until().Sub(now())
+		if left <= 0 {
+			ranOut <- "its lease ran out on this client's clock with no word from the node"
+			return
 		}
-		ranOut <- "its lease ran out on this client's clock with no word from the node"
-		return
+		t.Reset(min(left, leaseCheck))
 	}
 }
+
+// leaseCheck is how long after a resume from suspend the lock command
+// notices a lease that ran out during it.
+const leaseCheck = 50 * time.Millisecond
 
 // describe says why a Lock stream ended or what it sent.
 func describe(err error, ev *clientapi.LockEvent) string {

@@ -188,6 +188,39 @@ func TestClientLease(t *testing.T) {
 	require.Equal(t, t0.Add(1190*time.Millisecond), l.until(), "nothing valid extends nothing")
 }
 
+// A suspend stops Go's monotonic clock, and its timers with it, but not the
+// clock the lease is kept on: a lease that ran out during one reads as run
+// out within leaseCheck of the resume, not after the validity it had left.
+func TestWatchLeaseAcrossASuspend(t *testing.T) {
+	var mu sync.Mutex
+	clock := time.Unix(1000, 0)
+	now := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return clock
+	}
+	l := newClientLease()
+	l.extend(now(), time.Hour)
+	ranOut := make(chan string, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go watchLease(ctx, l, now, ranOut)
+	select {
+	case why := <-ranOut:
+		t.Fatalf("ran out with an hour left: %s", why)
+	case <-time.After(3 * leaseCheck):
+	}
+	mu.Lock()
+	clock = clock.Add(2 * time.Hour) // a suspend of two hours
+	mu.Unlock()
+	select {
+	case why := <-ranOut:
+		require.Contains(t, why, "ran out")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lease that ran out during the suspend still reads as held")
+	}
+}
+
 func TestStatusTableAndJSON(t *testing.T) {
 	addr := serveFake(t, &fakeNode{})
 	var out, errOut bytes.Buffer
