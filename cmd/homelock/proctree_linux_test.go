@@ -98,7 +98,9 @@ func TestLockForwardsToWhatCommandLeft(t *testing.T) {
 	dir := t.TempDir()
 	started, got := filepath.Join(dir, "started"), filepath.Join(dir, "got")
 	addr := serveFake(t, &fakeNode{validFor: time.Minute})
-	script := fmt.Sprintf(`(trap 'touch %q; exit 0' TERM; touch %q; while :; do sleep 0.05; done) >/dev/null 2>&1 & exit 0`, got, started)
+	// Bounded (10 s) even if the signal never comes, as from a lock command
+	// that does not know what COMMAND left.
+	script := fmt.Sprintf(`(trap 'touch %q; exit 0' TERM; touch %q; i=0; while [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done) >/dev/null 2>&1 & exit 0`, got, started)
 	var out, errOut lockedBuffer
 	code := make(chan int, 1)
 	go func() { code <- run([]string{"lock", "k", "--node", addr, "--", "sh", "-c", script}, &out, &errOut) }()
@@ -128,7 +130,7 @@ func TestLockReapsOrphansWhileCommandRuns(t *testing.T) {
 	orphaned, checked := filepath.Join(dir, "orphaned"), filepath.Join(dir, "checked")
 	addr := serveFake(t, &fakeNode{validFor: time.Minute})
 	// Each (true &) leaves an orphan that exits at once.
-	script := fmt.Sprintf(`for i in 1 2 3 4 5 6 7 8; do (true &); done; touch %q; while [ ! -e %q ]; do sleep 0.02; done`, orphaned, checked)
+	script := fmt.Sprintf(`for i in 1 2 3 4 5 6 7 8; do (true &); done; touch %q; i=0; while [ ! -e %q ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i+1)); done`, orphaned, checked)
 	var out, errOut lockedBuffer
 	code := make(chan int, 1)
 	go func() { code <- run([]string{"lock", "k", "--node", addr, "--", "sh", "-c", script}, &out, &errOut) }()
