@@ -3,6 +3,7 @@ package clustertest
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -42,6 +43,7 @@ func TestProcessesLockCommand(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
 		t.Run("signal/"+sig.String(), func(t *testing.T) { signalledHolder(t, bin, dir, procs, sig) })
 	}
+	t.Run("signal/terminal", func(t *testing.T) { terminalInterrupt(t, bin, dir, procs) })
 	t.Run("leftover", func(t *testing.T) { leftoverHolds(t, bin, dir, procs) })
 	t.Run("wait/mute-port", func(t *testing.T) { muteNode(t, bin) })
 	t.Run("wait/stopped-node", func(t *testing.T) { stoppedNode(t, bin, procs) })
@@ -223,6 +225,54 @@ func signalledHolder(t *testing.T, bin, dir string, procs []*hlProc, sig syscall
 	}
 	t.Logf("%v to the lock command: its command finished and exited 3 under the lock; the next locker through n3 got %s %v after the signal",
 		sig, key, took.Round(time.Millisecond))
+}
+
+// terminalInterrupt: `homelock lock` runs on a terminal as a shell's
+// foreground job would, and the user types Ctrl-C. The terminal sends SIGINT
+// to the whole foreground process group, the command included: the lock
+// command must not pass it on as well (one Ctrl-C would be two, which many
+// programs take for "stop now"), and holds the lock until the command, which
+// traps it and finishes its loop, exits.
+func terminalInterrupt(t *testing.T, bin, dir string, procs []*hlProc) {
+	master, tty := openPTY(t)
+	key := keyHomedAt("n2", "terminal")
+	started, got := filepath.Join(dir, key+"-started"), filepath.Join(dir, key+"-got")
+	script := fmt.Sprintf(`trap 'echo INT >> %q' INT; touch %q; i=0; while [ $i -lt 30 ]; do sleep 0.05; i=$((i+1)); done; exit 6`, got, started)
+	cmd := exec.Command(bin, "lock", key, "--node", procs[0].api, "--", "sh", "-c", script)
+	onTerminal(cmd, tty)
+	if err := dieWithTest(cmd).Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	var mu sync.Mutex
+	var said strings.Builder
+	go func() { _, _ = io.Copy(lockedWriter{&mu, &said}, master) }()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	waitFor(t, 30*time.Second, "the command to run under the lock", func() bool {
+		_, err := os.Stat(started)
+		return err == nil
+	})
+	if _, err := master.Write([]byte{3}); err != nil { // Ctrl-C
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the lock command never exited")
+	}
+	// The terminal's echo of what the lock command wrote may trail its exit.
+	time.Sleep(100 * time.Millisecond)
+	mu.Lock()
+	out := said.String()
+	mu.Unlock()
+	b, _ := os.ReadFile(got)
+	if code := cmd.ProcessState.ExitCode(); code != 6 || strings.Count(string(b), "INT") != 1 ||
+		strings.Contains(out, "passing interrupt") || !strings.Contains(out, "interrupt from the terminal") {
+		t.Fatalf("Ctrl-C on the terminal: the lock command exited %d (want its command's 6), its command trapped %d SIGINTs (want 1), and it said:\n%s",
+			code, strings.Count(string(b), "INT"), out)
+	}
+	t.Logf("Ctrl-C on the terminal: the command got one SIGINT and finished under the lock; the lock command said: %s", strings.TrimSpace(out))
 }
 
 // leftoverHolds: the command puts its work in the background and exits at

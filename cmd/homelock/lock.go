@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -57,7 +58,8 @@ after COMMAND has exited, and (on Linux) every process it started too:
   - SIGINT, SIGTERM and SIGHUP are passed on to COMMAND (once it has
     exited, to the processes it left running), and the lock is held until
     they exit (SIGKILL after --kill-after). Before COMMAND starts they end
-    the wait, and nothing runs.
+    the wait, and nothing runs. A Ctrl-C on the terminal (stdin) is not
+    passed on: the terminal sends it to COMMAND itself.
   - If the lease is lost (revoked, or run out on this process's own clock
     because the node went silent), COMMAND and every process it started get
     SIGTERM, and SIGKILL after --kill-after.
@@ -463,6 +465,15 @@ func hold(a lockArgs, h *held, sigs <-chan os.Signal, stdout, stderr io.Writer) 
 		case <-treeGone:
 			return finish()
 		case s := <-sigs:
+			if s == syscall.SIGINT && terminalForeground() {
+				// The terminal sent it to the whole foreground process
+				// group, COMMAND's processes (ours) included. Passing it on
+				// would make one Ctrl-C two, which many programs take for
+				// "stop now" ("Two interrupts received. Exiting
+				// immediately"), in the middle of their critical section.
+				fmt.Fprintf(stderr, "homelock lock: %s: interrupt from the terminal, which COMMAND got too; the lock is held until it exits\n", a.name)
+				continue
+			}
 			if kill == nil {
 				what := "COMMAND; the lock is held until it exits"
 				if cmdDone {
@@ -671,6 +682,18 @@ func (t *commandTree) waitEmpty(ctx context.Context) <-chan struct{} {
 		}
 	}()
 	return done
+}
+
+// terminalForeground reports whether stdin is a terminal whose foreground
+// process group is this process's: then a SIGINT it gets is most likely the
+// terminal's (Ctrl-C), which every process of the group got. (A kill -INT
+// of this process alone, from elsewhere, is then not passed on:
+// signal.Notify does not say who sent a signal. Stdin alone is asked, as a
+// foreground job reads it: `go test -v` gives a test its terminal as stdout,
+// not stdin.)
+func terminalForeground() bool {
+	fg, err := unix.IoctlGetInt(0, unix.TIOCGPGRP)
+	return err == nil && fg == unix.Getpgrp()
 }
 
 // pids says which processes: "PID 12" or "PIDs 12, 14".
