@@ -8,15 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// COMMAND's own processes are part of it: a shell killed by the lock
-// command's SIGTERM leaves the program it was waiting for running, and a
-// script that puts work in the background exits before the work does.
-// Either would then run without the lock. So on Linux `homelock lock`
-// becomes a child subreaper: a process COMMAND started whose parent exits
-// is reparented to the lock command, not to init, and stays in the tree
-// below it. The lock command signals that whole tree when the lock is lost
-// and holds the lock until the tree is empty.
-
 // adoptOrphans makes this process the subreaper of its descendants'
 // orphans, and returns what undoes it (tests run the lock command in the
 // test process).
