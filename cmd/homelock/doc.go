@@ -12,12 +12,15 @@
 //
 // "homelock lock [flags] NAME [flags] -- COMMAND [ARGS...]" starts COMMAND
 // only once the lock NAME is held, with its fencing token in HOMELOCK_TOKEN,
-// and releases the lock only after COMMAND has exited. SIGINT, SIGTERM and
-// SIGHUP are passed on to COMMAND (SIGKILL after --kill-after); before
+// and releases the lock only after COMMAND has exited, and on Linux every
+// process it started (the lock command is their subreaper). SIGINT,
+// SIGTERM and SIGHUP are passed on to COMMAND (SIGKILL after --kill-after),
+// except a Ctrl-C on the terminal, which COMMAND got from it; before
 // COMMAND starts they end the wait. A lost lease (revoked, or run out on
-// the lock command's own clock because the node went silent) stops COMMAND
-// with SIGTERM, then SIGKILL. On Linux, COMMAND dies with a SIGKILLed lock
-// command (its lock ends with it). --wait is kept on the lock command's
+// the lock command's own clock, which counts a suspend, because the node
+// went silent) stops COMMAND and every process it started with SIGTERM,
+// then SIGKILL. On Linux, COMMAND dies with a SIGKILLed lock command (its
+// lock ends with it). --wait is kept on the lock command's
 // own clock too, so a node that never answers costs --wait plus two
 // RetryIntervals.
 //
