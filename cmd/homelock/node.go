@@ -148,6 +148,14 @@ Flags:
 		return 2
 	}
 
+	// The two flags every node needs are named as flags, not as the
+	// Config fields Validate would name.
+	for _, f := range []struct{ flag, value string }{{"--id", *id}, {"--data-dir", *dataDir}} {
+		if f.value == "" {
+			fail("missing flag", fmt.Errorf("%s is required (homelock node --help)", f.flag))
+			return 2
+		}
+	}
 	cfg := d
 	cfg.NodeID, cfg.ClusterID, cfg.DataDir = *id, *cluster, *dataDir
 	cfg.GRPCAddr, cfg.AdvertiseAddr = *grpcAddr, *advertise

@@ -424,3 +424,18 @@ func TestNodeFailureInLogFormat(t *testing.T) {
 		require.Contains(t, last, `"err":"client API: `)
 	}
 }
+
+// A node started without a flag it needs says which flag, by its name.
+func TestNodeNamesMissingFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--data-dir", t.TempDir()}, "homelock node: --id is required"},
+		{[]string{"--id", "n1"}, "homelock node: --data-dir is required"},
+	} {
+		var stdout, stderr lockedBuffer
+		require.Equal(t, 2, serveNode(context.Background(), tc.args, &stdout, &stderr), stderr.String())
+		require.Contains(t, stderr.String(), tc.want)
+	}
+}
