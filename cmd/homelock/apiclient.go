@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -132,16 +133,20 @@ func (f *apiClientFlags) hint(err error) string {
 	return ""
 }
 
+// errNoConnection is why dial failed when no connection to the node was
+// made (refused, unreachable, the handshake failed, no answer in time).
+var errNoConnection = errors.New("no connection")
+
 // waitReady makes one health check: it connects, and returns the reason if
 // the connection fails (refused, TLS handshake). A node that answers at all,
 // even without a health service, is reachable.
 func waitReady(ctx context.Context, conn *grpc.ClientConn) error {
 	_, err := grpc_health_v1.NewHealthClient(conn).Check(ctx, &grpc_health_v1.HealthCheckRequest{})
 	if ctx.Err() != nil {
-		return fmt.Errorf("no connection: %w", ctx.Err())
+		return fmt.Errorf("%w: %w", errNoConnection, ctx.Err())
 	}
 	if s, ok := status.FromError(err); ok && s.Code() == codes.Unavailable {
-		return fmt.Errorf("no connection: %s", s.Message())
+		return fmt.Errorf("%w: %s", errNoConnection, s.Message())
 	}
 	return nil
 }

@@ -234,6 +234,34 @@ func TestStatusTableAndJSON(t *testing.T) {
 	require.Equal(t, uint64(4), r.Status.Epoch)
 }
 
+// status exits 121 when it cannot reach the node, as homelock lock does, and
+// 1 when a node answered but not as one.
+func TestStatusExitCodes(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	refused := lis.Addr().String()
+	require.NoError(t, lis.Close())
+	mute, err := net.Listen("tcp", "127.0.0.1:0") // accepts, never answers
+	require.NoError(t, err)
+	defer mute.Close()
+	other := grpc.NewServer() // a gRPC server without homelock's API
+	olis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = other.Serve(olis) }()
+	defer other.Stop()
+	for _, tc := range []struct {
+		name, addr string
+		code       int
+	}{
+		{"refused", refused, exitNoNode},
+		{"mute", mute.Addr().String(), exitNoNode},
+		{"not homelock", olis.Addr().String(), exitFailed},
+	} {
+		var out, errOut bytes.Buffer
+		require.Equal(t, tc.code, run([]string{"status", "--node", tc.addr, "--timeout", "500ms"}, &out, &errOut), "%s: %s", tc.name, errOut.String())
+	}
+}
+
 // The lock command tells the node how long it may take to end its stream
 // once told to stop: --kill-after, then 2s for SIGKILL and the command's
 // output. A shutting-down node waits that long, at least 10s and at most

@@ -204,7 +204,7 @@ func TestStatusAgainstMuteListener(t *testing.T) {
 	start := time.Now()
 	code := run([]string{"status", "--node", addr, "--timeout", "300ms"}, &out, &errOut)
 	took := time.Since(start)
-	require.Equal(t, exitFailed, code, errOut.String())
+	require.Equal(t, exitNoNode, code, errOut.String())
 	require.Empty(t, out.String())
 	require.Contains(t, errOut.String(), "did not answer within --timeout 300ms: paused")
 	require.Less(t, took, 300*time.Millisecond+answerMargin+time.Second, "--timeout 300ms against a mute port took %v", took)

@@ -330,10 +330,10 @@ func TestAPITLSAndToken(t *testing.T) {
 
 	other := newTestPKI(t, "other-ca")
 	code, errOut = statusOf(t, "--tls-ca", other.caFile())
-	require.Equal(t, 1, code)
+	require.Equal(t, exitNoNode, code)
 	require.Contains(t, errOut, "certificate signed by unknown authority")
 	code, errOut = statusOf(t, "--tls-ca", "")
-	require.Equal(t, 1, code)
+	require.Equal(t, exitNoNode, code)
 	require.Contains(t, errOut, "no connection")
 }
 
@@ -353,13 +353,13 @@ func TestAPIMutualTLS(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 
 	code, errOut = statusOf(t, "--node", n.api, "--tls-ca", pki.caFile())
-	require.Equal(t, 1, code)
+	require.Equal(t, exitNoNode, code)
 	require.Contains(t, errOut, "give --tls-cert and --tls-key")
 
 	other := newTestPKI(t, "other-ca")
 	oc, ok := other.issue(t, "intruder")
 	code, errOut = statusOf(t, "--node", n.api, "--tls-ca", pki.caFile(), "--tls-cert", oc, "--tls-key", ok)
-	require.Equal(t, 1, code)
+	require.Equal(t, exitNoNode, code)
 	require.Contains(t, errOut, "the node may not accept this client certificate")
 }
 

@@ -11,6 +11,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/homelock/homelock/clientapi"
 )
 
@@ -18,7 +21,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: homelock status [--node ADDR] [--json]\n\nPrints a node's epoch, the members and their protocol versions, and its stats.\n--json prints them as one JSON object (snake_case fields, units in the names).\n\n"+apiClientHelp+"\nFlags:\n")
+		fmt.Fprint(stderr, "Usage: homelock status [--node ADDR] [--json]\n\nPrints a node's epoch, the members and their protocol versions, and its stats.\n--json prints them as one JSON object (snake_case fields, units in the names).\nExit status: 0 printed, 2 usage error, 121 node unreachable (refused, no TLS\nhandshake, or no answer within --timeout), 1 any other failure.\n\n"+apiClientHelp+"\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	var api apiClientFlags
@@ -39,17 +42,25 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		// A paused node's kernel still accepts the connection; nothing
 		// answers on it.
 		fmt.Fprintf(stderr, "homelock status: node %s did not answer within --timeout %v: paused, cut off, or not a homelock node\n", api.node, *timeout)
-		return exitFailed
+		return exitNoNode
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "homelock status: %v\n", err)
+		if errors.Is(err, errNoConnection) {
+			return exitNoNode
+		}
 		return exitFailed
 	}
 	defer conn.Close()
 	resp, err := clientapi.NewClientClient(conn).Status(ctx, &clientapi.StatusRequest{})
 	if err != nil {
 		fmt.Fprintf(stderr, "homelock status: %s: %s\n", api.node, describe(err, nil))
-		return 1
+		// As for homelock lock: a script tells a node it cannot reach
+		// from one that answered wrongly.
+		if c := status.Code(err); c == codes.Unavailable || c == codes.DeadlineExceeded {
+			return exitNoNode
+		}
+		return exitFailed
 	}
 	if *asJSON {
 		fmt.Fprintln(stdout, resp.GetJson())
