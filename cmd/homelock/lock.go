@@ -315,7 +315,8 @@ type streamEnd struct {
 }
 
 // hold runs COMMAND under the held lock h and returns homelock lock's exit
-// status. The lock ends only after COMMAND has exited.
+// status. The lock ends only after COMMAND, and on Linux every process it
+// started, has exited.
 func hold(a lockArgs, h *held, sigs <-chan os.Signal, stdout, stderr io.Writer) int {
 	lease := newClientLease()
 	// The lease is kept on the boot clock, which counts a suspend (Go's
