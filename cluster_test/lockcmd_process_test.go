@@ -261,11 +261,17 @@ func terminalInterrupt(t *testing.T, bin, dir string, procs []*hlProc) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("the lock command never exited")
 	}
-	// The terminal's echo of what the lock command wrote may trail its exit.
-	time.Sleep(100 * time.Millisecond)
-	mu.Lock()
-	out := said.String()
-	mu.Unlock()
+	// What the lock command wrote when it got the SIGINT reaches the
+	// master through the copying goroutine, which may trail its exit.
+	var out string
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		out = said.String()
+		mu.Unlock()
+		if strings.Contains(out, "interrupt") || time.Now().After(end) {
+			break
+		}
+	}
 	b, _ := os.ReadFile(got)
 	if code := cmd.ProcessState.ExitCode(); code != 6 || strings.Count(string(b), "INT") != 1 ||
 		strings.Contains(out, "passing interrupt") || !strings.Contains(out, "interrupt from the terminal") {
