@@ -13,7 +13,8 @@
 // "homelock lock [flags] NAME [flags] -- COMMAND [ARGS...]" starts COMMAND
 // only once the lock NAME is held, with its fencing token in HOMELOCK_TOKEN,
 // and releases the lock only after COMMAND has exited, and on Linux every
-// process it started (the lock command is their subreaper). SIGINT,
+// process it started (the lock command is their subreaper;
+// --release-at-exit, like flock -o, releases at COMMAND's exit). SIGINT,
 // SIGTERM and SIGHUP are passed on to COMMAND (SIGKILL after --kill-after),
 // except a Ctrl-C on the terminal, which COMMAND got from it; before
 // COMMAND starts they end the wait. A lost lease (revoked, or run out on

@@ -66,6 +66,9 @@ after COMMAND has exited, and (on Linux) every process it started too:
     10min).
   - If homelock lock is killed outright (SIGKILL), COMMAND is killed with it
     (Linux); processes COMMAND started are not.
+  - With --release-at-exit the lock is released when COMMAND exits, and
+    what it left running (a daemon it started) runs on without it, as with
+    flock -o. While COMMAND runs, they are under the lock all the same.
 
 --wait is kept on this process's clock too: a node that does not answer
 (paused, cut off, a port that never speaks) ends it within about --wait.
@@ -81,6 +84,9 @@ type lockArgs struct {
 	lease, wait time.Duration
 	killAfter   time.Duration
 	try         bool
+	// releaseAtExit: the lock ends with COMMAND, not with the last process
+	// it started (flock -o's choice, for a COMMAND that starts a daemon).
+	releaseAtExit bool
 	// waitSet: --wait was given. --try without it leaves the node's own,
 	// short, wait for the home's answer.
 	waitSet bool
@@ -115,6 +121,7 @@ func parseLockArgs(args []string, out io.Writer) (lockArgs, error) {
 	fs.DurationVar(&a.wait, "wait", defaultWait, "give up if the lock is not held within this long")
 	fs.BoolVar(&a.try, "try", false, "fail at once if the lock is held (waiting only for the home's answer, or up to --wait if given)")
 	fs.DurationVar(&a.killAfter, "kill-after", defaultKillAfter, "SIGKILL COMMAND this long after passing it a signal or SIGTERM")
+	fs.BoolVar(&a.releaseAtExit, "release-at-exit", false, "release the lock when COMMAND exits, leaving what it started running without it (like flock -o: for a COMMAND that starts a daemon)")
 
 	before, command := args, []string(nil)
 	dash := false
@@ -455,8 +462,15 @@ func hold(a lockArgs, h *held, sigs <-chan os.Signal, stdout, stderr io.Writer) 
 			if len(left) == 0 {
 				return finish()
 			}
+			if a.releaseAtExit && lostWhy == "" {
+				// A lost lock's stop still goes to the end: what COMMAND
+				// started was in its critical section.
+				fmt.Fprintf(stderr, "homelock lock: %s: COMMAND exited (%s); releasing the lock, what it left running (%s) runs on without it (--release-at-exit)\n",
+					a.name, commandEnd(err), pids(left))
+				return finish()
+			}
 			if lostWhy == "" && kill == nil {
-				fmt.Fprintf(stderr, "homelock lock: %s: COMMAND exited (%s); holding the lock until what it left running exits (%s)\n",
+				fmt.Fprintf(stderr, "homelock lock: %s: COMMAND exited (%s); holding the lock until what it left running exits (%s; --release-at-exit would not wait)\n",
 					a.name, commandEnd(err), pids(left))
 			}
 			treeGone = tree.waitEmpty(watchCtx)

@@ -66,29 +66,46 @@ func TestLockLostStopsWhatCommandStarted(t *testing.T) {
 }
 
 // A process COMMAND leaves running keeps the lock until it exits, as a
-// child that inherits flock(1)'s descriptor does.
+// child that inherits flock(1)'s descriptor does, unless --release-at-exit.
 func TestLockHeldUntilWhatCommandLeftExits(t *testing.T) {
-	dir := t.TempDir()
-	done, pidFile := filepath.Join(dir, "done"), filepath.Join(dir, "pid")
-	doneAtRelease := make(chan bool, 1)
-	addr := serveFake(t, &fakeNode{atRelease: func() {
-		_, err := os.Stat(done)
-		doneAtRelease <- err == nil
-	}})
-	var out, errOut bytes.Buffer
-	// The background job's output goes elsewhere: a test's buffer is a pipe,
-	// which Wait stops copying WaitDelay after COMMAND exits.
-	script := `(sleep 0.5; touch "$1") >/dev/null 2>&1 & echo $! > "$2"; exit 4`
-	code := run([]string{"lock", "k", "--node", addr, "--", "sh", "-c", script, "sh", done, pidFile}, &out, &errOut)
-	require.Equal(t, 4, code, "COMMAND's own status: %s", errOut.String())
-	select {
-	case ok := <-doneAtRelease:
-		require.True(t, ok, "the lock was released before the process COMMAND left running finished: %s", errOut.String())
-	case <-time.After(5 * time.Second):
-		t.Fatal("the lock was never released")
+	for _, tc := range []struct {
+		name string
+		args []string
+		// heldToEnd: the lock is released only after the background job
+		// finished; otherwise it is released while the job runs on.
+		heldToEnd bool
+		said      string
+	}{
+		{"by default", nil, true, "holding the lock until what it left running exits (PID"},
+		// A daemon COMMAND starts runs on without the lock, as with
+		// flock -o, instead of holding it for good.
+		{"release at exit", []string{"--release-at-exit"}, false, "runs on without it (--release-at-exit)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			done, pidFile := filepath.Join(dir, "done"), filepath.Join(dir, "pid")
+			doneAtRelease := make(chan bool, 1)
+			addr := serveFake(t, &fakeNode{atRelease: func() {
+				_, err := os.Stat(done)
+				doneAtRelease <- err == nil
+			}})
+			var out, errOut bytes.Buffer
+			// The background job's output goes elsewhere: a test's buffer is a
+			// pipe, which Wait stops copying WaitDelay after COMMAND exits.
+			script := `(sleep 2; touch "$1") >/dev/null 2>&1 & echo $! > "$2"; exit 4`
+			args := append(append([]string{"lock", "k", "--node", addr}, tc.args...), "--", "sh", "-c", script, "sh", done, pidFile)
+			code := run(args, &out, &errOut)
+			require.Equal(t, 4, code, "COMMAND's own status: %s", errOut.String())
+			select {
+			case finished := <-doneAtRelease:
+				require.Equal(t, tc.heldToEnd, finished, "job finished at the release: %s", errOut.String())
+			case <-time.After(5 * time.Second):
+				t.Fatal("the lock was never released")
+			}
+			require.Contains(t, errOut.String(), tc.said)
+			require.Equal(t, !tc.heldToEnd, alive(t, pidFile), "job running after the lock command returned")
+		})
 	}
-	require.Contains(t, errOut.String(), "holding the lock until what it left running exits (PID")
-	require.False(t, alive(t, pidFile))
 }
 
 // After COMMAND has exited, a forwarded signal goes to what it left
