@@ -413,7 +413,7 @@ func muteNode(t *testing.T, bin string) {
 
 // stoppedNode: n2 is SIGSTOPped. A locker through n2 (frozen: its kernel
 // still accepts) and one through n1 for a key homed at n2 (a silent home)
-// both give up within their --wait.
+// both give up within their --wait; one given n2 then n1 locks through n1.
 func stoppedNode(t *testing.T, bin string, procs []*hlProc) {
 	key := keyHomedAt("n2", "stopped")
 	n2 := procs[1].cmd.Process
@@ -427,6 +427,17 @@ func stoppedNode(t *testing.T, bin string, procs []*hlProc) {
 	})
 	wg.Go(func() {
 		lockWithin(t, bin, "through n1, home n2 SIGSTOPped", key, procs[0].api, 2*time.Second, lockExitNoLocks, lockExitTimedOut)
+	})
+	// With n1 listed after n2, the frozen n2 gives way to n1 within the
+	// lock command's connect bound (2 s), for a key whose home is alive.
+	wg.Go(func() {
+		start := time.Now()
+		out, err := exec.Command(bin, "lock", keyHomedAt("n1", "stopped"), "--node", procs[1].api+","+procs[0].api, "--wait", "6s", "--", "echo", "ran").CombinedOutput()
+		took := time.Since(start)
+		if err != nil || !strings.Contains(string(out), "ran") || !strings.Contains(string(out), "trying "+procs[0].api) || took > 6*time.Second {
+			t.Errorf("through n2 (SIGSTOPped), then n1: %v after %v\n%s", err, took.Round(time.Millisecond), out)
+		}
+		t.Logf("through n2 (SIGSTOPped), then n1: ran after %v: %s", took.Round(time.Millisecond), strings.TrimSpace(string(out)))
 	})
 	wg.Wait()
 }

@@ -39,12 +39,24 @@ sent only over TLS or to a loopback address.
 
 func (f *apiClientFlags) register(fs *flag.FlagSet) {
 	env := func(name, def string) string { return cmp.Or(os.Getenv(name), def) }
-	fs.StringVar(&f.node, "node", env("HOMELOCK_NODE", defaultAPIAddr), "client API address of a homelock node ($HOMELOCK_NODE)")
+	fs.StringVar(&f.node, "node", env("HOMELOCK_NODE", defaultAPIAddr), "client API address of a homelock node, or several, comma-separated, each tried when those before it cannot be reached ($HOMELOCK_NODE)")
 	fs.StringVar(&f.ca, "tls-ca", env("HOMELOCK_TLS_CA", ""), "PEM CA that verifies the node's API certificate; turns on TLS ($HOMELOCK_TLS_CA)")
 	fs.StringVar(&f.cert, "tls-cert", env("HOMELOCK_TLS_CERT", ""), "PEM client certificate, for a node that requires mutual TLS ($HOMELOCK_TLS_CERT)")
 	fs.StringVar(&f.key, "tls-key", env("HOMELOCK_TLS_KEY", ""), "PEM key for --tls-cert ($HOMELOCK_TLS_KEY)")
 	fs.StringVar(&f.serverName, "tls-server-name", env("HOMELOCK_TLS_SERVER_NAME", ""), "name expected in the node's certificate, if not --node's host ($HOMELOCK_TLS_SERVER_NAME)")
 	fs.StringVar(&f.tokenFile, "token-file", env("HOMELOCK_TOKEN_FILE", ""), "file holding the bearer token the node requires ($HOMELOCK_TOKEN_FILE)")
+}
+
+// nodes are --node's addresses, in the order they are tried.
+func (f *apiClientFlags) nodes() ([]string, error) {
+	nodes := strings.Split(f.node, ",")
+	for i, n := range nodes {
+		nodes[i] = strings.TrimSpace(n)
+		if nodes[i] == "" {
+			return nil, fmt.Errorf("--node %q: an empty address", f.node)
+		}
+	}
+	return nodes, nil
 }
 
 // transportCredentials are TLS if any TLS flag is set, else plaintext.

@@ -23,7 +23,8 @@
 // then SIGKILL. On Linux, COMMAND dies with a SIGKILLed lock command (its
 // lock ends with it). --wait is kept on the lock command's
 // own clock too, so a node that never answers costs --wait plus two
-// RetryIntervals.
+// RetryIntervals. --node may list several nodes: one that cannot grant the
+// lock itself (unreachable, cut off, shutting down) gives way to the next.
 //
 // Exit status of homelock lock:
 //

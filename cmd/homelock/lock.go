@@ -40,6 +40,10 @@ var (
 
 const defaultKillAfter = 5 * time.Second
 
+// connectBound is how long a node that is not the last --node listed has
+// to answer a health check before the next is tried.
+const connectBound = 2 * time.Second
+
 // forwarded are the signals `homelock lock` passes on to its command, as
 // timeout(1), systemd and a terminal send them, so that the command ends
 // (and only then the lock) rather than the lock under a running command.
@@ -72,6 +76,9 @@ after COMMAND has exited, and (on Linux) every process it started too:
 
 --wait is kept on this process's clock too: a node that does not answer
 (paused, cut off, a port that never speaks) ends it within about --wait.
+--node may list several nodes, comma-separated: one that cannot grant the
+lock itself (unreachable, cut off from its cluster, shutting down) gives way
+to the next, within the same --wait.
 
 ` + apiClientHelp + `
 Flags:
@@ -190,19 +197,52 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 
-	conn, err := a.api.client()
+	nodes, err := a.api.nodes()
 	if err != nil {
 		fmt.Fprintf(stderr, "homelock lock: %v\n", err)
 		return exitUsage
 	}
-	defer conn.Close()
-	h, lerr := acquire(context.Background(), conn, a, sigs)
-	if lerr != nil {
-		fmt.Fprintf(stderr, "homelock lock: %s: %s\n", a.name, lerr.msg)
-		return lerr.code
+	// --wait bounds the whole acquisition, whichever nodes it takes.
+	deadline := time.Now().Add(a.wait)
+	for i, node := range nodes {
+		a.api.node = node
+		conn, err := a.api.client()
+		if err != nil {
+			fmt.Fprintf(stderr, "homelock lock: %v\n", err)
+			return exitUsage
+		}
+		if i < len(nodes)-1 {
+			// A paused node accepts the connection and never answers: with
+			// nodes left to try, it gets connectBound, not all of --wait.
+			ctx, cancel := context.WithTimeout(context.Background(), min(connectBound, time.Until(deadline)))
+			err := waitReady(ctx, conn)
+			cancel()
+			if errors.Is(err, context.DeadlineExceeded) {
+				err = fmt.Errorf("did not answer within %v: paused, cut off, or not a homelock node", connectBound)
+			}
+			if err != nil {
+				conn.Close()
+				fmt.Fprintf(stderr, "homelock lock: %s: node %s %v; trying %s\n", a.name, node, err, nodes[i+1])
+				continue
+			}
+		}
+		h, lerr := acquire(context.Background(), conn, a, time.Until(deadline), sigs)
+		if lerr == nil {
+			defer conn.Close()
+			defer h.cancel()
+			return hold(a, h, sigs, stdout, stderr)
+		}
+		conn.Close()
+		// Any node grants any key, so a node that cannot is passed over;
+		// one that had the lock queued until --wait ran out, or refused the
+		// request, has said what the next would.
+		if !lerr.tryNext || i == len(nodes)-1 || time.Until(deadline) < minLease {
+			fmt.Fprintf(stderr, "homelock lock: %s: %s\n", a.name, lerr.msg)
+			return lerr.code
+		}
+		fmt.Fprintf(stderr, "homelock lock: %s: %s; trying %s\n", a.name, lerr.msg, nodes[i+1])
 	}
-	defer h.cancel()
-	return hold(a, h, sigs, stdout, stderr)
+	panic("unreachable: the last node returns")
 }
 
 // held is a lock the node granted: its stream (cancel ends it, and the
@@ -219,11 +259,16 @@ type held struct {
 type lockError struct {
 	code int
 	msg  string
+	// tryNext: the refusal is the node's own (no connection, cut off from
+	// its cluster, not a member, shutting down, full), so another node may
+	// grant the lock.
+	tryNext bool
 }
 
-// acquire opens the Lock stream and waits for ACQUIRED, for at most --wait
-// plus answerMargin on this process's clock, or until a signal.
-func acquire(ctx context.Context, conn *grpc.ClientConn, a lockArgs, sigs <-chan os.Signal) (*held, *lockError) {
+// acquire opens the Lock stream and waits for ACQUIRED, for at most wait
+// (what is left of --wait) plus answerMargin on this process's clock, or
+// until a signal.
+func acquire(ctx context.Context, conn *grpc.ClientConn, a lockArgs, wait time.Duration, sigs <-chan os.Signal) (*held, *lockError) {
 	sctx, cancel := context.WithCancel(ctx)
 	// One watcher ends the stream at the deadline or on a signal; it has
 	// stopped (and said which, if either) before acquire returns.
@@ -232,7 +277,7 @@ func acquire(ctx context.Context, conn *grpc.ClientConn, a lockArgs, sigs <-chan
 		got    os.Signal
 	)
 	stop, watched := make(chan struct{}), make(chan struct{})
-	timer := time.NewTimer(a.wait + answerMargin)
+	timer := time.NewTimer(wait + answerMargin)
 	go func() {
 		defer close(watched)
 		defer timer.Stop()
@@ -245,7 +290,7 @@ func acquire(ctx context.Context, conn *grpc.ClientConn, a lockArgs, sigs <-chan
 		case <-stop:
 		}
 	}()
-	ev, stream, err := openLock(sctx, conn, a)
+	ev, stream, err := openLock(sctx, conn, a, wait)
 	close(stop)
 	<-watched
 	fail := func(e *lockError) (*held, *lockError) {
@@ -254,20 +299,20 @@ func acquire(ctx context.Context, conn *grpc.ClientConn, a lockArgs, sigs <-chan
 	}
 	switch {
 	case got != nil:
-		return fail(&lockError{128 + int(got.(syscall.Signal)), fmt.Sprintf("got %v while waiting for the lock; COMMAND did not run", got)})
+		return fail(&lockError{code: 128 + int(got.(syscall.Signal)), msg: fmt.Sprintf("got %v while waiting for the lock; COMMAND did not run", got)})
 	case silent:
-		return fail(&lockError{exitNoNode, fmt.Sprintf("node %s did not answer within --wait %v (+%v): paused, cut off, or not a homelock node",
+		return fail(&lockError{code: exitNoNode, msg: fmt.Sprintf("node %s did not answer within --wait %v (+%v): paused, cut off, or not a homelock node",
 			a.api.node, a.wait, answerMargin)})
 	case err != nil:
 		return fail(refusal(a, err))
 	case ev.GetKind() != clientapi.LockEvent_KIND_ACQUIRED:
-		return fail(&lockError{exitFailed, fmt.Sprintf("node %s answered %s, not ACQUIRED", a.api.node, describe(nil, ev))})
+		return fail(&lockError{code: exitFailed, msg: fmt.Sprintf("node %s answered %s, not ACQUIRED", a.api.node, describe(nil, ev))})
 	}
 	return &held{stream: stream, cancel: cancel, token: ev.GetToken(), validFor: time.Duration(ev.GetValidForNanos())}, nil
 }
 
 // openLock sends the LockRequest and returns the node's first answer.
-func openLock(ctx context.Context, conn *grpc.ClientConn, a lockArgs) (*clientapi.LockEvent, clientapi.Client_LockClient, error) {
+func openLock(ctx context.Context, conn *grpc.ClientConn, a lockArgs, wait time.Duration) (*clientapi.LockEvent, clientapi.Client_LockClient, error) {
 	stream, err := clientapi.NewClientClient(conn).Lock(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -276,7 +321,7 @@ func openLock(ctx context.Context, conn *grpc.ClientConn, a lockArgs) (*clientap
 	// the stream: after COMMAND's SIGTERM, --kill-after, its SIGKILL and
 	// the wait for its output (cmd.WaitDelay).
 	drain := a.killAfter + 2*time.Second
-	req := &clientapi.LockRequest{Key: a.name, LeaseNanos: int64(a.lease), WaitNanos: int64(a.wait), Try: a.try, DrainNanos: int64(drain)}
+	req := &clientapi.LockRequest{Key: a.name, LeaseNanos: int64(a.lease), WaitNanos: int64(wait), Try: a.try, DrainNanos: int64(drain)}
 	if a.try && !a.waitSet {
 		req.WaitNanos = 0
 	}
@@ -297,22 +342,22 @@ func openLock(ctx context.Context, conn *grpc.ClientConn, a lockArgs) (*clientap
 func refusal(a lockArgs, err error) *lockError {
 	s, ok := status.FromError(err)
 	if !ok {
-		return &lockError{exitFailed, fmt.Sprintf("node %s: %v", a.api.node, err)}
+		return &lockError{code: exitFailed, msg: fmt.Sprintf("node %s: %v", a.api.node, err)}
 	}
 	switch s.Code() {
 	case codes.DeadlineExceeded:
 		if a.try {
-			return &lockError{exitTimedOut, "not acquired (--try): " + s.Message()}
+			return &lockError{code: exitTimedOut, msg: "not acquired (--try): " + s.Message()}
 		}
-		return &lockError{exitTimedOut, fmt.Sprintf("not acquired within --wait %v: %s", a.wait, s.Message())}
+		return &lockError{code: exitTimedOut, msg: fmt.Sprintf("not acquired within --wait %v: %s", a.wait, s.Message())}
 	case codes.Unavailable:
-		return &lockError{exitNoNode, fmt.Sprintf("node %s unreachable: %s", a.api.node, s.Message())}
+		return &lockError{code: exitNoNode, msg: fmt.Sprintf("node %s unreachable: %s", a.api.node, s.Message()), tryNext: true}
 	case codes.FailedPrecondition, codes.ResourceExhausted:
-		return &lockError{exitNoLocks, fmt.Sprintf("unavailable through node %s: %s", a.api.node, s.Message())}
+		return &lockError{code: exitNoLocks, msg: fmt.Sprintf("unavailable through node %s: %s", a.api.node, s.Message()), tryNext: true}
 	case codes.InvalidArgument:
-		return &lockError{exitUsage, fmt.Sprintf("refused by node %s (--lease %v, --wait %v): %s", a.api.node, a.lease, a.wait, s.Message())}
+		return &lockError{code: exitUsage, msg: fmt.Sprintf("refused by node %s (--lease %v, --wait %v): %s", a.api.node, a.lease, a.wait, s.Message())}
 	}
-	return &lockError{exitFailed, fmt.Sprintf("node %s: %s (%s)", a.api.node, s.Message(), s.Code())}
+	return &lockError{code: exitFailed, msg: fmt.Sprintf("node %s: %s (%s)", a.api.node, s.Message(), s.Code())}
 }
 
 // streamEnd is what ended a held lock's stream: RELEASED or not.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,12 +34,20 @@ type fakeNode struct {
 	atRelease func()
 	// drains receives each request's drain_nanos, if set.
 	drains chan time.Duration
+	// refuse, if set, is every Lock's answer (as clientapi.ToStatus maps
+	// homelock's errors); asked counts the requests.
+	refuse error
+	asked  atomic.Int32
 }
 
 func (f *fakeNode) Lock(s clientapi.Client_LockServer) error {
 	req, err := s.Recv()
 	if err != nil {
 		return err
+	}
+	f.asked.Add(1)
+	if f.refuse != nil {
+		return clientapi.ToStatus(f.refuse)
 	}
 	if f.drains != nil {
 		f.drains <- time.Duration(req.GetDrainNanos())
@@ -266,6 +275,74 @@ func TestStatusExitCodes(t *testing.T) {
 // once told to stop: --kill-after, then 2s for SIGKILL and the command's
 // output. A shutting-down node waits that long, at least 10s and at most
 // 10min, before it lets the lock go.
+// refusedAddr is an address nothing listens on.
+func refusedAddr(t *testing.T) string {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	require.NoError(t, lis.Close())
+	return lis.Addr().String()
+}
+
+// With several --node addresses, a node that cannot grant the lock itself
+// (unreachable, cut off, shutting down) gives way to the next; one that
+// says what any node would (queued until --wait ran out) does not.
+func TestLockTriesTheNextNode(t *testing.T) {
+	refused := refusedAddr(t)
+	mute, err := net.Listen("tcp", "127.0.0.1:0") // accepts, never answers: paused
+	require.NoError(t, err)
+	defer mute.Close()
+	for _, tc := range []struct {
+		name  string
+		first *fakeNode // nil: refused
+		mute  bool      // the first node accepts and never answers
+		code  int
+		said  string
+		asked bool // the second node was asked
+	}{
+		{"refused", nil, false, 0, "no connection", true},
+		{"paused", nil, true, 0, "did not answer within 2s: paused, cut off, or not a homelock node; trying", true},
+		{"cut off", &fakeNode{refuse: homelock.ErrLockUnavailable}, false, 0, "unavailable through node", true},
+		{"shutting down", &fakeNode{refuse: homelock.ErrClosed}, false, 0, "unavailable through node", true},
+		{"queued", &fakeNode{refuse: homelock.ErrTimeout}, false, exitTimedOut, "not acquired within --wait", false},
+		{"bad lease", &fakeNode{refuse: homelock.ErrInvalidOption}, false, exitUsage, "refused by node", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first := refused
+			switch {
+			case tc.first != nil:
+				first = serveFake(t, tc.first)
+			case tc.mute:
+				first = mute.Addr().String()
+			}
+			second := &fakeNode{}
+			nodes := first + "," + serveFake(t, second)
+			var out, errOut bytes.Buffer
+			code := run([]string{"lock", "k", "--node", nodes, "--wait", "5s", "--", "true"}, &out, &errOut)
+			require.Equal(t, tc.code, code, errOut.String())
+			require.Contains(t, errOut.String(), tc.said)
+			require.Equal(t, tc.asked, second.asked.Load() == 1, errOut.String())
+		})
+	}
+	t.Run("none", func(t *testing.T) {
+		var out, errOut bytes.Buffer
+		code := run([]string{"lock", "k", "--node", refused + "," + refused, "--", "true"}, &out, &errOut)
+		require.Equal(t, exitNoNode, code, errOut.String())
+		require.Equal(t, 2, strings.Count(errOut.String(), "connection refused"), errOut.String())
+	})
+	t.Run("empty", func(t *testing.T) {
+		var out, errOut bytes.Buffer
+		require.Equal(t, exitUsage, run([]string{"lock", "k", "--node", refused + ",", "--", "true"}, &out, &errOut))
+		require.Contains(t, errOut.String(), "an empty address")
+	})
+	t.Run("status", func(t *testing.T) {
+		var out, errOut bytes.Buffer
+		require.Equal(t, 0, run([]string{"status", "--node", refused + "," + serveFake(t, &fakeNode{})}, &out, &errOut), errOut.String())
+		require.Contains(t, errOut.String(), "trying")
+		require.Contains(t, out.String(), "node n1")
+		require.Equal(t, exitNoNode, run([]string{"status", "--node", refused + "," + refused}, &out, &errOut))
+	})
+}
+
 func TestLockAsksForItsDrainTime(t *testing.T) {
 	f := &fakeNode{drains: make(chan time.Duration, 2)}
 	addr := serveFake(t, f)

@@ -21,7 +21,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: homelock status [--node ADDR] [--json]\n\nPrints a node's epoch, the members and their protocol versions, and its stats.\n--json prints them as one JSON object (snake_case fields, units in the names).\nExit status: 0 printed, 2 usage error, 121 node unreachable (refused, no TLS\nhandshake, or no answer within --timeout), 1 any other failure.\n\n"+apiClientHelp+"\nFlags:\n")
+		fmt.Fprint(stderr, "Usage: homelock status [--node ADDR[,ADDR...]] [--json]\n\nPrints a node's epoch, the members and their protocol versions, and its stats\n(of the first node listed that can be reached).\n--json prints them as one JSON object (snake_case fields, units in the names).\nExit status: 0 printed, 2 usage error, 121 node unreachable (refused, no TLS\nhandshake, or no answer within --timeout), 1 any other failure.\n\n"+apiClientHelp+"\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	var api apiClientFlags
@@ -35,32 +35,34 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "homelock status: unexpected arguments %q\n", fs.Args())
 		return exitUsage
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	conn, err := api.dial(ctx)
-	if errors.Is(err, context.DeadlineExceeded) {
-		// A paused node's kernel still accepts the connection; nothing
-		// answers on it.
-		fmt.Fprintf(stderr, "homelock status: node %s did not answer within --timeout %v: paused, cut off, or not a homelock node\n", api.node, *timeout)
-		return exitNoNode
-	}
+	nodes, err := api.nodes()
 	if err != nil {
 		fmt.Fprintf(stderr, "homelock status: %v\n", err)
-		if errors.Is(err, errNoConnection) {
-			return exitNoNode
-		}
-		return exitFailed
+		return exitUsage
 	}
-	defer conn.Close()
-	resp, err := clientapi.NewClientClient(conn).Status(ctx, &clientapi.StatusRequest{})
-	if err != nil {
-		fmt.Fprintf(stderr, "homelock status: %s: %s\n", api.node, describe(err, nil))
-		// As for homelock lock: a script tells a node it cannot reach
-		// from one that answered wrongly.
-		if c := status.Code(err); c == codes.Unavailable || c == codes.DeadlineExceeded {
-			return exitNoNode
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	var resp *clientapi.StatusResponse
+	for i, node := range nodes {
+		api.node = node
+		var code int
+		if i < len(nodes)-1 {
+			// As with homelock lock: a paused node gets connectBound.
+			nctx, cancel := context.WithTimeout(ctx, connectBound)
+			resp, code = askStatus(nctx, api, connectBound.String(), stderr)
+			cancel()
+		} else {
+			resp, code = askStatus(ctx, api, "--timeout "+timeout.String(), stderr)
 		}
-		return exitFailed
+		if resp != nil {
+			break
+		}
+		// As with homelock lock, a node that cannot be reached gives way
+		// to the next, while --timeout lasts.
+		if code != exitNoNode || i == len(nodes)-1 || ctx.Err() != nil {
+			return code
+		}
+		fmt.Fprintf(stderr, "homelock status: trying %s\n", nodes[i+1])
 	}
 	if *asJSON {
 		fmt.Fprintln(stdout, resp.GetJson())
@@ -73,6 +75,38 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	}
 	printReport(stdout, r)
 	return 0
+}
+
+// askStatus asks api.node for its status, within limit (ctx's deadline,
+// for the message); without an answer it says why on stderr and returns the
+// exit status.
+func askStatus(ctx context.Context, api apiClientFlags, limit string, stderr io.Writer) (*clientapi.StatusResponse, int) {
+	conn, err := api.dial(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		// A paused node's kernel still accepts the connection; nothing
+		// answers on it.
+		fmt.Fprintf(stderr, "homelock status: node %s did not answer within %s: paused, cut off, or not a homelock node\n", api.node, limit)
+		return nil, exitNoNode
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "homelock status: %v\n", err)
+		if errors.Is(err, errNoConnection) {
+			return nil, exitNoNode
+		}
+		return nil, exitFailed
+	}
+	defer conn.Close()
+	resp, err := clientapi.NewClientClient(conn).Status(ctx, &clientapi.StatusRequest{})
+	if err != nil {
+		fmt.Fprintf(stderr, "homelock status: %s: %s\n", api.node, describe(err, nil))
+		// As for homelock lock: a script tells a node it cannot reach
+		// from one that answered wrongly.
+		if c := status.Code(err); c == codes.Unavailable || c == codes.DeadlineExceeded {
+			return nil, exitNoNode
+		}
+		return nil, exitFailed
+	}
+	return resp, 0
 }
 
 func printReport(w io.Writer, r clientapi.Report) {
