@@ -39,7 +39,7 @@ sent only over TLS or to a loopback address.
 
 func (f *apiClientFlags) register(fs *flag.FlagSet) {
 	env := func(name, def string) string { return cmp.Or(os.Getenv(name), def) }
-	fs.StringVar(&f.node, "node", env("HOMELOCK_NODE", defaultAPIAddr), "client API address of a homelock node, or several, comma-separated, each tried when those before it cannot be reached ($HOMELOCK_NODE)")
+	fs.StringVar(&f.node, "node", env("HOMELOCK_NODE", defaultAPIAddr), "client API address of a homelock node, or several of one cluster, comma-separated, each tried when those before it cannot serve ($HOMELOCK_NODE)")
 	fs.StringVar(&f.ca, "tls-ca", env("HOMELOCK_TLS_CA", ""), "PEM CA that verifies the node's API certificate; turns on TLS ($HOMELOCK_TLS_CA)")
 	fs.StringVar(&f.cert, "tls-cert", env("HOMELOCK_TLS_CERT", ""), "PEM client certificate, for a node that requires mutual TLS ($HOMELOCK_TLS_CERT)")
 	fs.StringVar(&f.key, "tls-key", env("HOMELOCK_TLS_KEY", ""), "PEM key for --tls-cert ($HOMELOCK_TLS_KEY)")

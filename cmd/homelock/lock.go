@@ -76,9 +76,9 @@ after COMMAND has exited, and (on Linux) every process it started too:
 
 --wait is kept on this process's clock too: a node that does not answer
 (paused, cut off, a port that never speaks) ends it within about --wait.
---node may list several nodes, comma-separated: one that cannot grant the
-lock itself (unreachable, cut off from its cluster, shutting down) gives way
-to the next, within the same --wait.
+--node may list several nodes of one cluster, comma-separated: one that
+cannot grant the lock itself (unreachable, cut off from its cluster,
+shutting down) gives way to the next, within the same --wait.
 
 ` + apiClientHelp + `
 Flags:
