@@ -211,22 +211,13 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "homelock lock: %v\n", err)
 			return exitUsage
 		}
+		// A paused node accepts the connection and never answers: with
+		// nodes left to try, it has connectBound to answer, not all of --wait.
+		probe := time.Duration(0)
 		if i < len(nodes)-1 {
-			// A paused node accepts the connection and never answers: with
-			// nodes left to try, it gets connectBound, not all of --wait.
-			ctx, cancel := context.WithTimeout(context.Background(), min(connectBound, time.Until(deadline)))
-			err := waitReady(ctx, conn)
-			cancel()
-			if errors.Is(err, context.DeadlineExceeded) {
-				err = fmt.Errorf("did not answer within %v: paused, cut off, or not a homelock node", connectBound)
-			}
-			if err != nil {
-				conn.Close()
-				fmt.Fprintf(stderr, "homelock lock: %s: node %s %v; trying %s\n", a.name, node, err, nodes[i+1])
-				continue
-			}
+			probe = connectBound
 		}
-		h, lerr := acquire(context.Background(), conn, a, time.Until(deadline), sigs)
+		h, lerr := acquire(context.Background(), conn, a, time.Until(deadline), probe, sigs)
 		if lerr == nil {
 			defer conn.Close()
 			defer h.cancel()
@@ -267,8 +258,9 @@ type lockError struct {
 
 // acquire opens the Lock stream and waits for ACQUIRED, for at most wait
 // (what is left of --wait) plus answerMargin on this process's clock, or
-// until a signal.
-func acquire(ctx context.Context, conn *grpc.ClientConn, a lockArgs, wait time.Duration, sigs <-chan os.Signal) (*held, *lockError) {
+// until a signal. With a probe, the node must first answer a health check
+// within it.
+func acquire(ctx context.Context, conn *grpc.ClientConn, a lockArgs, wait, probe time.Duration, sigs <-chan os.Signal) (*held, *lockError) {
 	sctx, cancel := context.WithCancel(ctx)
 	// One watcher ends the stream at the deadline or on a signal; it has
 	// stopped (and said which, if either) before acquire returns.
@@ -290,7 +282,23 @@ func acquire(ctx context.Context, conn *grpc.ClientConn, a lockArgs, wait time.D
 		case <-stop:
 		}
 	}()
-	ev, stream, err := openLock(sctx, conn, a, wait)
+	var (
+		probeErr error
+		ev       *clientapi.LockEvent
+		stream   clientapi.Client_LockClient
+		err      error
+	)
+	if probe > 0 {
+		pctx, pcancel := context.WithTimeout(sctx, min(probe, wait))
+		probeErr = waitReady(pctx, conn)
+		pcancel()
+		if errors.Is(probeErr, context.DeadlineExceeded) {
+			probeErr = fmt.Errorf("no answer within %v: paused, cut off, or not a homelock node", probe)
+		}
+	}
+	if probeErr == nil {
+		ev, stream, err = openLock(sctx, conn, a, wait)
+	}
 	close(stop)
 	<-watched
 	fail := func(e *lockError) (*held, *lockError) {
@@ -303,6 +311,8 @@ func acquire(ctx context.Context, conn *grpc.ClientConn, a lockArgs, wait time.D
 	case silent:
 		return fail(&lockError{code: exitNoNode, msg: fmt.Sprintf("node %s did not answer within --wait %v (+%v): paused, cut off, or not a homelock node",
 			a.api.node, a.wait, answerMargin)})
+	case probeErr != nil:
+		return fail(&lockError{code: exitNoNode, msg: fmt.Sprintf("node %s: %v", a.api.node, probeErr), tryNext: true})
 	case err != nil:
 		return fail(refusal(a, err))
 	case ev.GetKind() != clientapi.LockEvent_KIND_ACQUIRED:

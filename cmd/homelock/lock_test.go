@@ -300,7 +300,7 @@ func TestLockTriesTheNextNode(t *testing.T) {
 		asked bool // the second node was asked
 	}{
 		{"refused", nil, false, 0, "no connection", true},
-		{"paused", nil, true, 0, "did not answer within 2s: paused, cut off, or not a homelock node; trying", true},
+		{"paused", nil, true, 0, "no answer within 2s: paused, cut off, or not a homelock node; trying", true},
 		{"cut off", &fakeNode{refuse: homelock.ErrLockUnavailable}, false, 0, "unavailable through node", true},
 		{"shutting down", &fakeNode{refuse: homelock.ErrClosed}, false, 0, "unavailable through node", true},
 		{"queued", &fakeNode{refuse: homelock.ErrTimeout}, false, exitTimedOut, "not acquired within --wait", false},
