@@ -35,9 +35,12 @@ type fakeNode struct {
 	// drains receives each request's drain_nanos, if set.
 	drains chan time.Duration
 	// refuse, if set, is every Lock's answer (as clientapi.ToStatus maps
-	// homelock's errors); asked counts the requests.
-	refuse error
-	asked  atomic.Int32
+	// homelock's errors), given refuseAfter after the request; asked counts
+	// the requests, and waited has the last one's wait.
+	refuse      error
+	refuseAfter time.Duration
+	asked       atomic.Int32
+	waited      atomic.Int64
 }
 
 func (f *fakeNode) Lock(s clientapi.Client_LockServer) error {
@@ -46,7 +49,9 @@ func (f *fakeNode) Lock(s clientapi.Client_LockServer) error {
 		return err
 	}
 	f.asked.Add(1)
+	f.waited.Store(req.GetWaitNanos())
 	if f.refuse != nil {
+		time.Sleep(f.refuseAfter)
 		return clientapi.ToStatus(f.refuse)
 	}
 	if f.drains != nil {
@@ -323,6 +328,16 @@ func TestLockTriesTheNextNode(t *testing.T) {
 			require.Equal(t, tc.asked, second.asked.Load() == 1, errOut.String())
 		})
 	}
+	t.Run("one wait", func(t *testing.T) {
+		// --wait bounds the whole acquisition: the next node is given what
+		// the first left of it.
+		first := serveFake(t, &fakeNode{refuse: homelock.ErrLockUnavailable, refuseAfter: time.Second})
+		second := &fakeNode{}
+		var out, errOut bytes.Buffer
+		code := run([]string{"lock", "k", "--node", first + "," + serveFake(t, second), "--wait", "5s", "--", "true"}, &out, &errOut)
+		require.Equal(t, 0, code, errOut.String())
+		require.LessOrEqual(t, time.Duration(second.waited.Load()), 4*time.Second, errOut.String())
+	})
 	t.Run("none", func(t *testing.T) {
 		var out, errOut bytes.Buffer
 		code := run([]string{"lock", "k", "--node", refused + "," + refused, "--", "true"}, &out, &errOut)
