@@ -37,7 +37,9 @@ func (l *listFlag) Set(s string) error {
 }
 
 func runNode(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGHUP too: a node run from a terminal that closes hands its keys
+	// off, rather than dying as a crash would.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	// From the first signal on, the default action is back: a second one
 	// ends the process at once, as a crash would, even while its store is
@@ -53,12 +55,12 @@ func serveNode(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `Usage: homelock node --id ID --data-dir DIR [--bootstrap --initial ID=GOSSIP,... | --join ADDRS] [flags]
 
-Runs one homelock node until SIGINT or SIGTERM, then closes it cleanly: it
-releases the delegations it holds, leaves the epoch so that the keys it is
-home for move (unless it is the last member or another one is down), and
-answers their new homes for about --epoch-lease more before it exits. A
-lock held through another node on one of those keys is handed to the key's
-new home and goes on. A second SIGINT or SIGTERM ends it at once, as a
+Runs one homelock node until SIGINT, SIGTERM or SIGHUP, then closes it
+cleanly: it releases the delegations it holds, leaves the epoch so that the
+keys it is home for move (unless it is the last member or another one is
+down), and answers their new homes for about --epoch-lease more before it
+exits. A lock held through another node on one of those keys is handed to
+the key's new home and goes on. A second signal ends it at once, as a
 crash would: safe, but the keys it was still home for wait out their gate
 (--epoch-lease + --skew), and the locks on them end with their lease.
 
@@ -262,7 +264,7 @@ Flags:
 		fail("homelock node stopped", fmt.Errorf("%w (the node left its cluster; start it again once its data directory is fixed)", err))
 		return 1
 	}
-	log.Info("shutting down (a second SIGINT or SIGTERM stops at once)")
+	log.Info("shutting down (a second signal stops at once)")
 	close(stopHealth)
 	hs.Shutdown()
 	// Stop serving first. Lockers still waiting fail; each `homelock lock`
