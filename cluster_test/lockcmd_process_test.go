@@ -45,6 +45,7 @@ func TestProcessesLockCommand(t *testing.T) {
 	}
 	t.Run("signal/terminal", func(t *testing.T) { terminalInterrupt(t, bin, dir, procs) })
 	t.Run("leftover", func(t *testing.T) { leftoverHolds(t, bin, dir, procs) })
+	t.Run("job-control", func(t *testing.T) { jobControl(t, bin, dir, procs) })
 	t.Run("wait/mute-port", func(t *testing.T) { muteNode(t, bin) })
 	t.Run("wait/stopped-node", func(t *testing.T) { stoppedNode(t, bin, procs) })
 	// It stops n3.
@@ -310,6 +311,40 @@ func leftoverHolds(t *testing.T, bin, dir string, procs []*hlProc) {
 	t.Logf("the background work ended under the lock; the first lock command said: %s", strings.TrimSpace(said))
 }
 
+// jobControl: Ctrl-Z, then fg after several leases (SIGSTOP and SIGCONT to
+// the lock command's process group, as a shell sends them). The node held
+// the lock throughout (a locker through n3 is refused meanwhile); the lock
+// command, finding on resuming that its lease ran out while it did not
+// run, asks the node, which says the lock is still held, and COMMAND runs
+// to its end. It used to be stopped at once, exit 120.
+func jobControl(t *testing.T, bin, dir string, procs []*hlProc) {
+	key := keyHomedAt("n2", "jobcontrol")
+	started, finished := filepath.Join(dir, key+"-started"), filepath.Join(dir, key+"-finished")
+	held, exited := startHeld(t, bin, procs[0].api, key, fmt.Sprintf(`touch %q; sleep 3; touch %q`, started, finished), started)
+	group := -held.cmd.Process.Pid
+	if err := syscall.Kill(group, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	lockWithin(t, bin, "while the holder is stopped", key, procs[2].api, time.Second, lockExitTimedOut)
+	time.Sleep(2 * time.Second) // 800 ms leases
+	if err := syscall.Kill(group, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the lock command never exited")
+	}
+	said := held.said()
+	if code := held.cmd.ProcessState.ExitCode(); code != 0 || !strings.Contains(said, "the node says the lock is still held") {
+		t.Fatalf("after Ctrl-Z and fg the lock command exited %d (want 0, COMMAND run to its end) and said:\n%s", code, said)
+	}
+	if _, err := os.Stat(finished); err != nil {
+		t.Fatalf("COMMAND did not finish: %v\n%s", err, said)
+	}
+	t.Logf("stopped and resumed: %s", strings.TrimSpace(said))
+}
+
 // heldCommand is `homelock lock KEY --node API -- sh -c SCRIPT`, running.
 type heldCommand struct {
 	cmd *exec.Cmd
@@ -323,13 +358,17 @@ func (h *heldCommand) said() string {
 	return h.out.String()
 }
 
-// startHeld starts the lock command and returns once its script has touched
-// started (it runs under the lock), with a channel for its exit.
+// startHeld starts the lock command, in a process group of its own, and
+// returns once its script has touched started (it runs under the lock),
+// with a channel for its exit.
 func startHeld(t *testing.T, bin, api, key, script, started string, flags ...string) (*heldCommand, <-chan error) {
 	t.Helper()
 	args := append(append([]string{"lock", key, "--node", api}, flags...), "--", "sh", "-c", script)
 	h := &heldCommand{cmd: exec.Command(bin, args...)}
 	h.cmd.Stdout, h.cmd.Stderr = lockedWriter{&h.mu, &h.out}, lockedWriter{&h.mu, &h.out}
+	// A process group of its own, as a shell's job: job control signals
+	// the whole group.
+	h.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := dieWithTest(h.cmd).Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,8 @@
 // COMMAND starts they end the wait. A lost lease (revoked, or run out on
 // the lock command's own clock, which counts a suspend, because the node
 // went silent) stops COMMAND and every process it started with SIGTERM,
-// then SIGKILL. On Linux, COMMAND dies with a SIGKILLed lock command (its
+// then SIGKILL, unless it ran out while the lock command did not run
+// (Ctrl-Z, a suspend) and the node says the lock is still held. On Linux, COMMAND dies with a SIGKILLed lock command (its
 // lock ends with it). --wait is kept on the lock command's
 // own clock too, so a node that never answers costs --wait plus two
 // RetryIntervals. --node may list several nodes: one that cannot grant the

@@ -63,7 +63,9 @@ after COMMAND has exited, and (on Linux) every process it started too:
     passed on: the terminal sends it to COMMAND itself.
   - If the lease is lost (revoked, or run out on this process's own clock
     because the node went silent), COMMAND and every process it started get
-    SIGTERM, and SIGKILL after --kill-after.
+    SIGTERM, and SIGKILL after --kill-after. A lease that ran out while this
+    process did not run (Ctrl-Z then fg, a suspend) is put to the node
+    first: if it says the lock is still held, COMMAND goes on.
   - If the node shuts down (SIGTERM to homelock node), they get SIGTERM the
     same way, and the node keeps the lock until they have exited: for
     --kill-after plus 2s, which this command tells it (at least 10s, at most
@@ -434,11 +436,12 @@ func hold(a lockArgs, h *held, sigs <-chan os.Signal, stdout, stderr io.Writer) 
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
 	ranOut := make(chan string, 1)
-	go watchLease(watchCtx, lease, clock.Now, ranOut)
 
 	cmd := exec.Command(a.command[0], a.command[1:]...)
 	cmd.Stdin = os.Stdin
 	cmd.Stdout, cmd.Stderr, stderr = commandOutput(stdout, stderr)
+	say := func(msg string) { fmt.Fprintf(stderr, "homelock lock: %s: %s\n", a.name, msg) }
+	go watchLease(watchCtx, lease, clock.Now, ping, say, ranOut)
 	cmd.Env = append(os.Environ(), "HOMELOCK_TOKEN="+h.token, "HOMELOCK_KEY="+a.name)
 	// A process COMMAND left running may hold a pipe of its output open:
 	// Wait returns this long after COMMAND itself exited regardless.
@@ -596,23 +599,61 @@ func commandEnd(err error) string {
 // It reads now at least every leaseCheck: Go's timers run on the monotonic
 // clock, which stops during a suspend, so a timer set for the deadline
 // would fire that much after it.
-func watchLease(ctx context.Context, lease *clientLease, now func() time.Time, ranOut chan<- string) {
+//
+// A lease that ran out while this process itself did not run (two readings
+// more than stallAfter apart: Ctrl-Z and fg, a debugger, a suspend) is first
+// put to the node: ping asks, and an answer within confirmWithin that the
+// lock is still held keeps it. The node held it all along if it says so (a
+// section that ended never comes back), and COMMAND, stopped with this
+// process by job control or not, resumed with it either way: ending it at
+// once would only have ended a critical section that still holds its lock.
+// say reports the question and the answer.
+func watchLease(ctx context.Context, lease *clientLease, now func() time.Time, ping func() error, say func(string), ranOut chan<- string) {
 	t := time.NewTimer(0)
 	defer t.Stop()
+	var prev, asked time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		left := lease.until().Sub(now())
-		if left <= 0 {
+		at := now()
+		gap := at.Sub(prev)
+		stalled := !prev.IsZero() && gap > stallAfter
+		prev = at
+		left := lease.until().Sub(at)
+		switch {
+		case left > 0:
+			if !asked.IsZero() {
+				say("the node says the lock is still held; COMMAND goes on")
+				asked = time.Time{}
+			}
+		case stalled:
+			say(fmt.Sprintf("this process did not run for %v (stopped, or the machine suspended) and its lease ran out meanwhile; asking the node whether the lock is still held",
+				gap.Round(time.Millisecond)))
+			asked, left = at, confirmWithin
+			_ = ping() // if the stream ended, the reader reports why
+		case !asked.IsZero() && at.Sub(asked) < confirmWithin:
+			left = confirmWithin - at.Sub(asked)
+		case !asked.IsZero():
+			ranOut <- fmt.Sprintf("its lease ran out while this process did not run, and the node did not say the lock is still held within %v", confirmWithin)
+			return
+		default:
 			ranOut <- "its lease ran out on this client's clock with no word from the node"
 			return
 		}
-		t.Reset(min(left, leaseCheck))
+		t.Reset(min(max(left, time.Millisecond), leaseCheck))
 	}
 }
+
+// stallAfter is a gap between watchLease's readings (every leaseCheck) that
+// only a process that did not run makes.
+const stallAfter = 10 * leaseCheck
+
+// confirmWithin is how long the node has to say a lease that ran out during
+// a stall still holds.
+var confirmWithin = answerMargin
 
 // leaseCheck is how long after a resume from suspend the lock command
 // notices a lease that ran out during it.

@@ -206,32 +206,76 @@ func TestClientLease(t *testing.T) {
 // clock the lease is kept on: a lease that ran out during one reads as run
 // out within leaseCheck of the resume, not after the validity it had left.
 func TestWatchLeaseAcrossASuspend(t *testing.T) {
-	var mu sync.Mutex
-	clock := time.Unix(1000, 0)
-	now := func() time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		return clock
+	for _, tc := range []struct {
+		name string
+		// answers: the node answers the ping sent after the resume,
+		// saying the lock is still held.
+		answers bool
+		said    string
+	}{
+		{"node silent", false, "did not say the lock is still held"},
+		{"node holds the lock", true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Real time, plus the suspends it is told of.
+			var suspended atomic.Int64
+			start := time.Now()
+			now := func() time.Time {
+				return time.Unix(1000, 0).Add(time.Since(start) + time.Duration(suspended.Load()))
+			}
+			l := newClientLease()
+			l.extend(now(), time.Hour)
+			ping := func() error {
+				if tc.answers {
+					l.answered(l.ping(now()), time.Hour)
+				}
+				return nil
+			}
+			var said lockedBuffer
+			ranOut := make(chan string, 1)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go watchLease(ctx, l, now, ping, func(msg string) { _, _ = said.Write([]byte(msg + "\n")) }, ranOut)
+			select {
+			case why := <-ranOut:
+				t.Fatalf("ran out with an hour left: %s", why)
+			case <-time.After(3 * leaseCheck):
+			}
+			suspended.Add(int64(2 * time.Hour))
+			if tc.answers {
+				select {
+				case why := <-ranOut:
+					t.Fatalf("the lease the node renewed after the resume ran out: %s", why)
+				case <-time.After(confirmWithin + 5*leaseCheck):
+				}
+				require.Contains(t, said.String(), "asking the node whether the lock is still held")
+				require.Contains(t, said.String(), "the node says the lock is still held")
+				return
+			}
+			select {
+			case why := <-ranOut:
+				require.Contains(t, why, tc.said)
+			case <-time.After(5 * time.Second):
+				t.Fatal("the lease that ran out during the suspend still reads as held")
+			}
+		})
 	}
+}
+
+// A lease that runs out while the lock command runs (a silent node, not a
+// stall) ends at once, without asking the node.
+func TestWatchLeaseRunsOut(t *testing.T) {
 	l := newClientLease()
-	l.extend(now(), time.Hour)
+	l.extend(time.Now(), 3*leaseCheck)
+	pinged := false
 	ranOut := make(chan string, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go watchLease(ctx, l, now, ranOut)
+	go watchLease(context.Background(), l, time.Now, func() error { pinged = true; return nil }, func(string) {}, ranOut)
 	select {
 	case why := <-ranOut:
-		t.Fatalf("ran out with an hour left: %s", why)
-	case <-time.After(3 * leaseCheck):
-	}
-	mu.Lock()
-	clock = clock.Add(2 * time.Hour) // a suspend of two hours
-	mu.Unlock()
-	select {
-	case why := <-ranOut:
-		require.Contains(t, why, "ran out")
+		require.Contains(t, why, "no word from the node")
+		require.False(t, pinged)
 	case <-time.After(5 * time.Second):
-		t.Fatal("the lease that ran out during the suspend still reads as held")
+		t.Fatal("the lease never ran out")
 	}
 }
 
