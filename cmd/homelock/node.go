@@ -158,6 +158,10 @@ Flags:
 			return 2
 		}
 	}
+	if *bootstrap && len(initial) == 0 {
+		fail("missing flag", fmt.Errorf("--bootstrap needs --initial: every initial member as ID=GOSSIP-ADDR, the same list on each (homelock node --help)"))
+		return 2
+	}
 	cfg := d
 	cfg.NodeID, cfg.ClusterID, cfg.DataDir = *id, *cluster, *dataDir
 	cfg.GRPCAddr, cfg.AdvertiseAddr = *grpcAddr, *advertise
@@ -194,7 +198,7 @@ Flags:
 	// fails the start before anything is created.
 	lis, err := net.Listen("tcp", api.addr)
 	if err != nil {
-		fail("client API listener failed", fmt.Errorf("client API: %w", err))
+		fail("client API listener failed", fmt.Errorf("client API (--api-addr): %w", err))
 		return 1
 	}
 	defer lis.Close()

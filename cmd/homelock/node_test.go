@@ -433,6 +433,7 @@ func TestNodeNamesMissingFlags(t *testing.T) {
 	}{
 		{[]string{"--data-dir", t.TempDir()}, "homelock node: --id is required"},
 		{[]string{"--id", "n1"}, "homelock node: --data-dir is required"},
+		{[]string{"--id", "n1", "--data-dir", t.TempDir(), "--bootstrap"}, "homelock node: --bootstrap needs --initial"},
 	} {
 		var stdout, stderr lockedBuffer
 		require.Equal(t, 2, serveNode(context.Background(), tc.args, &stdout, &stderr), stderr.String())
