@@ -414,14 +414,14 @@ func TestNodeFailureInLogFormat(t *testing.T) {
 		lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
 		last := lines[len(lines)-1]
 		if format == "text" {
-			require.True(t, strings.HasPrefix(last, "homelock node: client API: "), last)
+			require.True(t, strings.HasPrefix(last, "homelock node: client API (--api-addr): "), last)
 			continue
 		}
 		for _, l := range lines {
 			var m map[string]any
 			require.NoError(t, json.Unmarshal([]byte(l), &m), "every line is JSON: %s", l)
 		}
-		require.Contains(t, last, `"err":"client API: `)
+		require.Contains(t, last, `"err":"client API (--api-addr): `)
 	}
 }
 
