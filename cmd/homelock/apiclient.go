@@ -141,6 +141,8 @@ func (f *apiClientFlags) hint(err error) string {
 		return " (if the node requires mutual TLS, give --tls-cert and --tls-key)"
 	case tlsOn && f.cert != "" && !strings.Contains(msg, "x509:") && !strings.Contains(msg, "connection refused"):
 		return " (the node may not accept this client certificate: is it from the node's --api-client-ca?)"
+	case strings.Contains(msg, "connection refused"):
+		return " (no homelock node's client API there: is the node running, and is this its --api-addr?)"
 	}
 	return ""
 }

@@ -314,7 +314,7 @@ func acquire(ctx context.Context, conn *grpc.ClientConn, a lockArgs, wait, probe
 		return fail(&lockError{code: exitNoNode, msg: fmt.Sprintf("node %s did not answer within --wait %v (+%v): paused, cut off, or not a homelock node",
 			a.api.node, a.wait, answerMargin)})
 	case probeErr != nil:
-		return fail(&lockError{code: exitNoNode, msg: fmt.Sprintf("node %s: %v", a.api.node, probeErr), tryNext: true})
+		return fail(&lockError{code: exitNoNode, msg: fmt.Sprintf("node %s: %v%s", a.api.node, probeErr, a.api.hint(probeErr)), tryNext: true})
 	case err != nil:
 		return fail(refusal(a, err))
 	case ev.GetKind() != clientapi.LockEvent_KIND_ACQUIRED:
@@ -363,7 +363,7 @@ func refusal(a lockArgs, err error) *lockError {
 		}
 		return &lockError{code: exitTimedOut, msg: fmt.Sprintf("not acquired within --wait %v: %s", a.wait, s.Message())}
 	case codes.Unavailable:
-		return &lockError{code: exitNoNode, msg: fmt.Sprintf("node %s unreachable: %s", a.api.node, s.Message()), tryNext: true}
+		return &lockError{code: exitNoNode, msg: fmt.Sprintf("node %s unreachable: %s%s", a.api.node, s.Message(), a.api.hint(err)), tryNext: true}
 	case codes.FailedPrecondition, codes.ResourceExhausted:
 		return &lockError{code: exitNoLocks, msg: fmt.Sprintf("unavailable through node %s: %s", a.api.node, s.Message()), tryNext: true}
 	case codes.InvalidArgument:

@@ -387,6 +387,7 @@ func TestLockTriesTheNextNode(t *testing.T) {
 		code := run([]string{"lock", "k", "--node", refused + "," + refused, "--", "true"}, &out, &errOut)
 		require.Equal(t, exitNoNode, code, errOut.String())
 		require.Equal(t, 2, strings.Count(errOut.String(), "connection refused"), errOut.String())
+		require.Equal(t, 2, strings.Count(errOut.String(), "is the node running"), errOut.String())
 	})
 	t.Run("empty", func(t *testing.T) {
 		var out, errOut bytes.Buffer
