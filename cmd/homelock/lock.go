@@ -441,7 +441,17 @@ func hold(a lockArgs, h *held, sigs <-chan os.Signal, stdout, stderr io.Writer) 
 	cmd.Stdin = os.Stdin
 	cmd.Stdout, cmd.Stderr, stderr = commandOutput(stdout, stderr)
 	say := func(msg string) { fmt.Fprintf(stderr, "homelock lock: %s: %s\n", a.name, msg) }
-	go watchLease(watchCtx, lease, clock.Now, ping, say, ranOut)
+	// The watcher asks for a ping through the pinger, never sends one
+	// itself: a send can block (a node that stopped reading fills the
+	// stream's window), and the watcher must stop COMMAND all the same.
+	pingNow := make(chan struct{}, 1)
+	askNode := func() {
+		select {
+		case pingNow <- struct{}{}:
+		default:
+		}
+	}
+	go watchLease(watchCtx, lease, clock.Now, askNode, say, ranOut)
 	cmd.Env = append(os.Environ(), "HOMELOCK_TOKEN="+h.token, "HOMELOCK_KEY="+a.name)
 	// A process COMMAND left running may hold a pipe of its output open:
 	// Wait returns this long after COMMAND itself exited regardless.
@@ -466,6 +476,7 @@ func hold(a lockArgs, h *held, sigs <-chan os.Signal, stdout, stderr io.Writer) 
 			case <-stopPings:
 				return
 			case <-t.C:
+			case <-pingNow:
 			}
 			if ping() != nil {
 				return // the stream ended: the reader reports why
@@ -602,13 +613,14 @@ func commandEnd(err error) string {
 //
 // A lease that ran out while this process itself did not run (two readings
 // more than stallAfter apart: Ctrl-Z and fg, a debugger, a suspend) is first
-// put to the node: ping asks, and an answer within confirmWithin that the
-// lock is still held keeps it. The node held it all along if it says so (a
-// section that ended never comes back), and COMMAND, stopped with this
-// process by job control or not, resumed with it either way: ending it at
-// once would only have ended a critical section that still holds its lock.
-// say reports the question and the answer.
-func watchLease(ctx context.Context, lease *clientLease, now func() time.Time, ping func() error, say func(string), ranOut chan<- string) {
+// put to the node: askNode has a ping sent (it does not wait for the send),
+// and an answer within confirmWithin that the lock is still held keeps it.
+// The node held it all along if it says so (a section that ended never
+// comes back), and COMMAND, stopped with this process by job control or
+// not, resumed with it either way: ending it at once would only have ended
+// a critical section that still holds its lock. say reports the question
+// and the answer.
+func watchLease(ctx context.Context, lease *clientLease, now func() time.Time, askNode func(), say func(string), ranOut chan<- string) {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	var prev, asked time.Time
@@ -633,7 +645,7 @@ func watchLease(ctx context.Context, lease *clientLease, now func() time.Time, p
 			say(fmt.Sprintf("this process did not run for %v (stopped, or the machine suspended) and its lease ran out meanwhile; asking the node whether the lock is still held",
 				gap.Round(time.Millisecond)))
 			asked, left = at, confirmWithin
-			_ = ping() // if the stream ended, the reader reports why
+			askNode()
 		case !asked.IsZero() && at.Sub(asked) < confirmWithin:
 			left = confirmWithin - at.Sub(asked)
 		case !asked.IsZero():

@@ -225,11 +225,10 @@ func TestWatchLeaseAcrossASuspend(t *testing.T) {
 			}
 			l := newClientLease()
 			l.extend(now(), time.Hour)
-			ping := func() error {
+			ping := func() {
 				if tc.answers {
 					l.answered(l.ping(now()), time.Hour)
 				}
-				return nil
 			}
 			var said lockedBuffer
 			ranOut := make(chan string, 1)
@@ -269,7 +268,7 @@ func TestWatchLeaseRunsOut(t *testing.T) {
 	l.extend(time.Now(), 3*leaseCheck)
 	pinged := false
 	ranOut := make(chan string, 1)
-	go watchLease(context.Background(), l, time.Now, func() error { pinged = true; return nil }, func(string) {}, ranOut)
+	go watchLease(context.Background(), l, time.Now, func() { pinged = true }, func(string) {}, ranOut)
 	select {
 	case why := <-ranOut:
 		require.Contains(t, why, "no word from the node")
