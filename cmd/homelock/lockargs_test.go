@@ -40,6 +40,8 @@ func TestParseLockArgs(t *testing.T) {
 		{args: []string{"--node", "h:1", "k", "--lease", "1s", "--try", "--", "cmd", "-x"},
 			want: with(func(a *lockArgs) { a.api.node, a.lease, a.try = "h:1", time.Second, true })},
 		{args: []string{"k", "--kill-after", "0s", "cmd", "-x"}, want: with(func(a *lockArgs) { a.killAfter = 0 })},
+		{args: []string{"k", "--release-at-exit", "--node", "a:1,b:2", "--", "cmd", "-x"},
+			want: with(func(a *lockArgs) { a.releaseAtExit, a.api.node = true, "a:1,b:2" })},
 		// Without --, COMMAND starts at the first argument after NAME that
 		// is not a flag, and its flags are its own.
 		{args: []string{"k", "cmd", "-x"}, want: with(func(*lockArgs) {})},
@@ -92,23 +94,25 @@ func TestLockRefusalExitCodes(t *testing.T) {
 		err  error
 		code int
 		msg  string
+		next bool // another node may grant it
 	}{
-		{"timeout", a, clientapi.ToStatus(homelock.ErrTimeout), exitTimedOut, "not acquired within --wait 2s"},
-		{"try", tryArgs, clientapi.ToStatus(homelock.ErrTimeout), exitTimedOut, "not acquired (--try)"},
-		{"ctx deadline", a, clientapi.ToStatus(fmt.Errorf("homelock: key %q: %w", "k", context.DeadlineExceeded)), exitTimedOut, "not acquired"},
-		{"no liveness", a, clientapi.ToStatus(homelock.ErrLockUnavailable), exitNoLocks, "unavailable through node h:1"},
-		{"hook", a, clientapi.ToStatus(homelock.ErrHookFailed), exitNoLocks, "unavailable"},
-		{"closing", a, clientapi.ToStatus(homelock.ErrClosed), exitNoLocks, "unavailable"},
-		{"too many", a, clientapi.ToStatus(homelock.ErrTooManyDelegations), exitNoLocks, "unavailable"},
-		{"bad lease", a, clientapi.ToStatus(homelock.ErrInvalidOption), exitUsage, "refused by node h:1 (--lease 0s, --wait 2s)"},
-		{"unreachable", a, status.Error(codes.Unavailable, "connection refused"), exitNoNode, "node h:1 unreachable: connection refused"},
-		{"not a homelock node", a, status.Error(codes.Unimplemented, "unknown service"), exitFailed, "unknown service"},
-		{"not grpc", a, errors.New("odd"), exitFailed, "odd"},
+		{"timeout", a, clientapi.ToStatus(homelock.ErrTimeout), exitTimedOut, "not acquired within --wait 2s", false},
+		{"try", tryArgs, clientapi.ToStatus(homelock.ErrTimeout), exitTimedOut, "not acquired (--try)", false},
+		{"ctx deadline", a, clientapi.ToStatus(fmt.Errorf("homelock: key %q: %w", "k", context.DeadlineExceeded)), exitTimedOut, "not acquired", false},
+		{"no liveness", a, clientapi.ToStatus(homelock.ErrLockUnavailable), exitNoLocks, "unavailable through node h:1", true},
+		{"hook", a, clientapi.ToStatus(homelock.ErrHookFailed), exitNoLocks, "unavailable", true},
+		{"closing", a, clientapi.ToStatus(homelock.ErrClosed), exitNoLocks, "unavailable", true},
+		{"too many", a, clientapi.ToStatus(homelock.ErrTooManyDelegations), exitNoLocks, "unavailable", true},
+		{"bad lease", a, clientapi.ToStatus(homelock.ErrInvalidOption), exitUsage, "refused by node h:1 (--lease 0s, --wait 2s)", false},
+		{"unreachable", a, status.Error(codes.Unavailable, "connection refused"), exitNoNode, "node h:1 unreachable: connection refused", true},
+		{"not a homelock node", a, status.Error(codes.Unimplemented, "unknown service"), exitFailed, "unknown service", false},
+		{"not grpc", a, errors.New("odd"), exitFailed, "odd", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := refusal(tc.a, tc.err)
 			require.Equal(t, tc.code, e.code, e.msg)
 			require.Contains(t, e.msg, tc.msg)
+			require.Equal(t, tc.next, e.tryNext, "whether the next --node is tried")
 		})
 	}
 }
@@ -249,4 +253,32 @@ func muteListener(t *testing.T) string {
 		<-done
 	})
 	return l.Addr().String()
+}
+
+// FuzzParseLockArgs: any command line either is refused or gives a lock
+// the command can run: a NAME, a COMMAND, a --lease of 0 or at least
+// minLease, a positive --wait, and --node addresses none of them empty.
+func FuzzParseLockArgs(f *testing.F) {
+	for _, seed := range []string{
+		"k -- cmd -x", "--node a:1,b:2 k --release-at-exit cmd", "k --lease 50ms -- cmd", "--wait 0s k -- cmd",
+		"k --node , -- cmd", "-- cmd", "k", "--try k --kill-after 1s -- a -- b",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		a, err := parseLockArgs(strings.Fields(line), io.Discard)
+		if err != nil {
+			return
+		}
+		if a.name == "" || len(a.command) == 0 || a.wait <= 0 || a.killAfter < 0 || (a.lease != 0 && a.lease < minLease) {
+			t.Fatalf("%q parsed to a lock that cannot run: %+v", line, a)
+		}
+		if nodes, err := a.api.nodes(); err == nil {
+			for _, n := range nodes {
+				if n == "" {
+					t.Fatalf("%q: an empty --node address passed: %q", line, a.api.node)
+				}
+			}
+		}
+	})
 }
