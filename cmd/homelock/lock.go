@@ -99,6 +99,8 @@ type lockArgs struct {
 	// waitSet: --wait was given. --try without it leaves the node's own,
 	// short, wait for the home's answer.
 	waitSet bool
+	// nodes are --node's addresses, in the order they are tried.
+	nodes   []string
 	command []string
 }
 
@@ -177,6 +179,11 @@ func parseLockArgs(args []string, out io.Writer) (lockArgs, error) {
 	case a.killAfter < 0:
 		return a, usagef("--kill-after (%v) must not be negative", a.killAfter)
 	}
+	nodes, err := a.api.nodes()
+	if err != nil {
+		return a, usagef("%v", err)
+	}
+	a.nodes = nodes
 	return a, nil
 }
 
@@ -199,15 +206,11 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 
-	nodes, err := a.api.nodes()
-	if err != nil {
-		fmt.Fprintf(stderr, "homelock lock: %v\n", err)
-		return exitUsage
-	}
 	// --wait bounds the whole acquisition, whichever nodes it takes.
 	deadline := time.Now().Add(a.wait)
-	for i, node := range nodes {
-		a.api.node = node
+	for i := 0; ; i++ {
+		a.api.node = a.nodes[i]
+		last := i == len(a.nodes)-1
 		conn, err := a.api.client()
 		if err != nil {
 			fmt.Fprintf(stderr, "homelock lock: %v\n", err)
@@ -216,7 +219,7 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 		// A paused node accepts the connection and never answers: with
 		// nodes left to try, it has connectBound to answer, not all of --wait.
 		probe := time.Duration(0)
-		if i < len(nodes)-1 {
+		if !last {
 			probe = connectBound
 		}
 		h, lerr := acquire(context.Background(), conn, a, time.Until(deadline), probe, sigs)
@@ -229,13 +232,12 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 		// Any node grants any key, so a node that cannot is passed over;
 		// one that had the lock queued until --wait ran out, or refused the
 		// request, has said what the next would.
-		if !lerr.tryNext || i == len(nodes)-1 || time.Until(deadline) < minLease {
+		if !lerr.tryNext || last || time.Until(deadline) < minLease {
 			fmt.Fprintf(stderr, "homelock lock: %s: %s\n", a.name, lerr.msg)
 			return lerr.code
 		}
-		fmt.Fprintf(stderr, "homelock lock: %s: %s; trying %s\n", a.name, lerr.msg, nodes[i+1])
+		fmt.Fprintf(stderr, "homelock lock: %s: %s; trying %s\n", a.name, lerr.msg, a.nodes[i+1])
 	}
-	panic("unreachable: the last node returns")
 }
 
 // held is a lock the node granted: its stream (cancel ends it, and the
@@ -655,7 +657,7 @@ func watchLease(ctx context.Context, lease *clientLease, now func() time.Time, a
 			ranOut <- "its lease ran out on this client's clock with no word from the node"
 			return
 		}
-		t.Reset(min(max(left, time.Millisecond), leaseCheck))
+		t.Reset(min(left, leaseCheck))
 	}
 }
 

@@ -22,7 +22,7 @@ import (
 )
 
 func TestParseLockArgs(t *testing.T) {
-	def := lockArgs{api: apiClientFlags{node: defaultAPIAddr}, wait: defaultWait, killAfter: defaultKillAfter}
+	def := lockArgs{api: apiClientFlags{node: defaultAPIAddr}, nodes: []string{defaultAPIAddr}, wait: defaultWait, killAfter: defaultKillAfter}
 	with := func(f func(*lockArgs)) lockArgs {
 		a := def
 		a.name, a.command = "k", []string{"cmd", "-x"}
@@ -38,10 +38,10 @@ func TestParseLockArgs(t *testing.T) {
 		{args: []string{"k", "--wait", "2s", "--", "cmd", "-x"}, want: with(func(a *lockArgs) { a.wait, a.waitSet = 2*time.Second, true })},
 		{args: []string{"--wait", "2s", "k", "--", "cmd", "-x"}, want: with(func(a *lockArgs) { a.wait, a.waitSet = 2*time.Second, true })},
 		{args: []string{"--node", "h:1", "k", "--lease", "1s", "--try", "--", "cmd", "-x"},
-			want: with(func(a *lockArgs) { a.api.node, a.lease, a.try = "h:1", time.Second, true })},
+			want: with(func(a *lockArgs) { a.api.node, a.nodes, a.lease, a.try = "h:1", []string{"h:1"}, time.Second, true })},
 		{args: []string{"k", "--kill-after", "0s", "cmd", "-x"}, want: with(func(a *lockArgs) { a.killAfter = 0 })},
-		{args: []string{"k", "--release-at-exit", "--node", "a:1,b:2", "--", "cmd", "-x"},
-			want: with(func(a *lockArgs) { a.releaseAtExit, a.api.node = true, "a:1,b:2" })},
+		{args: []string{"k", "--release-at-exit", "--node", "a:1, b:2", "--", "cmd", "-x"},
+			want: with(func(a *lockArgs) { a.releaseAtExit, a.api.node, a.nodes = true, "a:1, b:2", []string{"a:1", "b:2"} })},
 		// Without --, COMMAND starts at the first argument after NAME that
 		// is not a flag, and its flags are its own.
 		{args: []string{"k", "cmd", "-x"}, want: with(func(*lockArgs) {})},
@@ -61,6 +61,7 @@ func TestParseLockArgs(t *testing.T) {
 		{args: []string{"k", "--wait", "0s", "--", "cmd"}, err: "--wait (0s) must be positive"},
 		{args: []string{"k", "--wait", "-2s", "--", "cmd"}, err: "--wait (-2s) must be positive"},
 		{args: []string{"k", "--kill-after", "-1s", "--", "cmd"}, err: "--kill-after (-1s) must not be negative"},
+		{args: []string{"k", "--node", "a:1,,b:2", "--", "cmd"}, err: `--node "a:1,,b:2": an empty address`},
 		{args: []string{"k", "--nope", "--", "cmd"}, err: "flag provided but not defined: -nope"},
 		{args: []string{"k", "--wait", "soon", "--", "cmd"}, err: `invalid value "soon" for flag -wait`},
 		{args: []string{"--wait", "100000000h", "k", "--", "cmd"}, err: `invalid value "100000000h" for flag -wait`},
@@ -257,7 +258,7 @@ func muteListener(t *testing.T) string {
 
 // FuzzParseLockArgs: any command line either is refused or gives a lock
 // the command can run: a NAME, a COMMAND, a --lease of 0 or at least
-// minLease, a positive --wait, and --node addresses none of them empty.
+// minLease, a positive --wait, and at least one --node, none of them empty.
 func FuzzParseLockArgs(f *testing.F) {
 	for _, seed := range []string{
 		"k -- cmd -x", "--node a:1,b:2 k --release-at-exit cmd", "k --lease 50ms -- cmd", "--wait 0s k -- cmd",
@@ -270,14 +271,12 @@ func FuzzParseLockArgs(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if a.name == "" || len(a.command) == 0 || a.wait <= 0 || a.killAfter < 0 || (a.lease != 0 && a.lease < minLease) {
+		if a.name == "" || len(a.command) == 0 || a.wait <= 0 || a.killAfter < 0 || (a.lease != 0 && a.lease < minLease) || len(a.nodes) == 0 {
 			t.Fatalf("%q parsed to a lock that cannot run: %+v", line, a)
 		}
-		if nodes, err := a.api.nodes(); err == nil {
-			for _, n := range nodes {
-				if n == "" {
-					t.Fatalf("%q: an empty --node address passed: %q", line, a.api.node)
-				}
+		for _, n := range a.nodes {
+			if n == "" || strings.TrimSpace(n) != n {
+				t.Fatalf("%q: --node %q passed an empty or untrimmed address: %q", line, a.api.node, a.nodes)
 			}
 		}
 	})

@@ -45,21 +45,22 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	var resp *clientapi.StatusResponse
 	for i, node := range nodes {
 		api.node = node
-		var code int
-		if i < len(nodes)-1 {
+		last := i == len(nodes)-1
+		bound, limit := *timeout, "--timeout "+timeout.String()
+		if !last {
 			// As with homelock lock: a paused node gets connectBound.
-			nctx, cancel := context.WithTimeout(ctx, connectBound)
-			resp, code = askStatus(nctx, api, connectBound.String(), stderr)
-			cancel()
-		} else {
-			resp, code = askStatus(ctx, api, "--timeout "+timeout.String(), stderr)
+			bound, limit = connectBound, connectBound.String()
 		}
+		nctx, cancelNode := context.WithTimeout(ctx, bound)
+		var code int
+		resp, code = askStatus(nctx, api, limit, stderr)
+		cancelNode()
 		if resp != nil {
 			break
 		}
 		// As with homelock lock, a node that cannot be reached gives way
 		// to the next, while --timeout lasts.
-		if code != exitNoNode || i == len(nodes)-1 || ctx.Err() != nil {
+		if code != exitNoNode || last || ctx.Err() != nil {
 			return code
 		}
 		fmt.Fprintf(stderr, "homelock status: trying %s\n", nodes[i+1])
