@@ -72,11 +72,11 @@ func TestOptions(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, lockOptions{wait: n.cfg.DefaultWait, scope: ScopeCluster}, o)
 
-	o, err = n.options([]LockOption{WithLease(time.Second), WithWait(2 * time.Second), WithScope(ScopeNode)})
+	o, err = n.options([]LockOption{WithLease(time.Second), WithWait(2 * time.Second), WithScope(ScopeNode), WithHomeSilence(300 * time.Millisecond)})
 	require.NoError(t, err)
-	require.Equal(t, lockOptions{lease: time.Second, wait: 2 * time.Second, waitSet: true, scope: ScopeNode}, o)
+	require.Equal(t, lockOptions{lease: time.Second, wait: 2 * time.Second, silent: 300 * time.Millisecond, waitSet: true, scope: ScopeNode}, o)
 
-	for _, bad := range []LockOption{WithLease(0), WithWait(-1), WithScope(9)} {
+	for _, bad := range []LockOption{WithLease(0), WithWait(-1), WithScope(9), WithHomeSilence(0), WithHomeSilence(-time.Second)} {
 		_, err := n.options([]LockOption{bad})
 		require.ErrorIs(t, err, errBadOption)
 	}

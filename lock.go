@@ -30,16 +30,18 @@ const (
 // LockOption changes one Lock call. Options are plain values, so passing
 // them costs no allocation.
 type LockOption struct {
-	set   uint8
-	lease time.Duration
-	wait  time.Duration
-	scope Scope
+	set    uint8
+	lease  time.Duration
+	wait   time.Duration
+	silent time.Duration
+	scope  Scope
 }
 
 const (
 	optLease uint8 = 1 << iota
 	optWait
 	optScope
+	optHomeSilence
 )
 
 // WithLease bounds the critical section: its handle is revoked d after
@@ -55,10 +57,22 @@ func WithWait(d time.Duration) LockOption { return LockOption{set: optWait, wait
 // WithScope selects ScopeCluster (default) or ScopeNode.
 func WithScope(s Scope) LockOption { return LockOption{set: optScope, scope: s} }
 
+// WithHomeSilence gives up early on a home that answers nothing: Lock fails
+// with ErrLockUnavailable once the key's home has not answered its request
+// for d, instead of waiting out the wait. A home that answers (the key is
+// held elsewhere, the home is in its gate) is waited for as usual, and so
+// is a section on this node. It is for a caller that can ask the lock of
+// another node, one that may reach the home (the lock command with several
+// --node addresses does): a home cut off from this node alone never
+// answers it, while the cluster keeps it as a member.
+func WithHomeSilence(d time.Duration) LockOption {
+	return LockOption{set: optHomeSilence, silent: d}
+}
+
 type lockOptions struct {
-	lease, wait time.Duration
-	waitSet     bool
-	scope       Scope
+	lease, wait, silent time.Duration
+	waitSet             bool
+	scope               Scope
 }
 
 func (n *Node) options(opts []LockOption) (lockOptions, error) {
@@ -75,6 +89,12 @@ func (n *Node) options(opts []LockOption) (lockOptions, error) {
 				return o, fmt.Errorf("%w: WithWait (%v) must not be negative", errBadOption, op.wait)
 			}
 			o.wait, o.waitSet = op.wait, true
+		}
+		if op.set&optHomeSilence != 0 {
+			if op.silent <= 0 {
+				return o, fmt.Errorf("%w: WithHomeSilence (%v) must be positive", errBadOption, op.silent)
+			}
+			o.silent = op.silent
 		}
 		if op.set&optScope != 0 {
 			if op.scope != ScopeCluster && op.scope != ScopeNode {
@@ -190,7 +210,7 @@ func (n *Node) lock(ctx context.Context, key string, o lockOptions, try bool) (H
 	}
 	w := &waiter{key: key, done: make(chan struct{})}
 	n.waiters[locker] = w
-	n.apply(now, n.core.Lock(now, key, locker, deadline, o.lease))
+	n.apply(now, n.core.Lock(now, key, locker, deadline, o.lease, o.silent))
 	n.unlockAll()
 
 	select {

@@ -97,9 +97,14 @@ type LockRequest struct {
 	// drain_nanos is how long the client may take, once a shutting-down node
 	// has told it to stop (LOST), to end the stream: a node waits that long
 	// (at least 10s, at most 10min) before it releases the lock anyway.
-	DrainNanos    int64 `protobuf:"varint,7,opt,name=drain_nanos,json=drainNanos,proto3" json:"drain_nanos,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DrainNanos int64 `protobuf:"varint,7,opt,name=drain_nanos,json=drainNanos,proto3" json:"drain_nanos,omitempty"`
+	// home_silence_nanos, when positive, fails the lock as unavailable once
+	// the key's home has answered nothing for that long (WithHomeSilence), so
+	// that a client with other nodes to ask can ask one that reaches the
+	// home. A node that predates it waits out wait_nanos instead.
+	HomeSilenceNanos int64 `protobuf:"varint,8,opt,name=home_silence_nanos,json=homeSilenceNanos,proto3" json:"home_silence_nanos,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *LockRequest) Reset() {
@@ -177,6 +182,13 @@ func (x *LockRequest) GetPing() uint64 {
 func (x *LockRequest) GetDrainNanos() int64 {
 	if x != nil {
 		return x.DrainNanos
+	}
+	return 0
+}
+
+func (x *LockRequest) GetHomeSilenceNanos() int64 {
+	if x != nil {
+		return x.HomeSilenceNanos
 	}
 	return 0
 }
@@ -355,7 +367,7 @@ var File_clientapi_proto protoreflect.FileDescriptor
 
 const file_clientapi_proto_rawDesc = "" +
 	"\n" +
-	"\x0fclientapi.proto\x12\x12homelock.client.v1\"\xc5\x01\n" +
+	"\x0fclientapi.proto\x12\x12homelock.client.v1\"\xf3\x01\n" +
 	"\vLockRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1f\n" +
 	"\vlease_nanos\x18\x02 \x01(\x03R\n" +
@@ -367,7 +379,8 @@ const file_clientapi_proto_rawDesc = "" +
 	"node_scope\x18\x05 \x01(\bR\tnodeScope\x12\x12\n" +
 	"\x04ping\x18\x06 \x01(\x04R\x04ping\x12\x1f\n" +
 	"\vdrain_nanos\x18\a \x01(\x03R\n" +
-	"drainNanos\"\xa6\x02\n" +
+	"drainNanos\x12,\n" +
+	"\x12home_silence_nanos\x18\b \x01(\x03R\x10homeSilenceNanos\"\xa6\x02\n" +
 	"\tLockEvent\x126\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\".homelock.client.v1.LockEvent.KindR\x04kind\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\x12\x14\n" +

@@ -11,5 +11,8 @@
 // command first, so the next holder never starts beside it. The client says
 // in its LockRequest how long that may take (drain_nanos, its --kill-after
 // plus 2s); Server.DrainWait is the longest asked, which the node waits for
-// (at least 10s, at most 10min) before it cuts the streams.
+// (at least 10s, at most 10min) before it cuts the streams. A client with
+// other nodes to ask sets home_silence_nanos (homelock.WithHomeSilence): the
+// node then fails the lock as unavailable once the key's home has answered
+// it nothing for that long, and the client asks the next node.
 package clientapi

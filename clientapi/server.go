@@ -87,6 +87,9 @@ func (s *Server) Lock(stream Client_LockServer) error {
 	if req.GetWaitNanos() > 0 {
 		opts = append(opts, homelock.WithWait(time.Duration(req.GetWaitNanos())))
 	}
+	if req.GetHomeSilenceNanos() > 0 {
+		opts = append(opts, homelock.WithHomeSilence(time.Duration(req.GetHomeSilenceNanos())))
+	}
 	if req.GetNodeScope() {
 		opts = append(opts, homelock.WithScope(homelock.ScopeNode))
 	}

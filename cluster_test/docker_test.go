@@ -146,12 +146,23 @@ func (c *dockerCluster) members(i int) []string {
 // lockToken runs `homelock lock key -- sh -c 'echo $HOMELOCK_TOKEN'` through
 // node i and returns the token it printed.
 func (c *dockerCluster) lockToken(i int, key string, wait time.Duration) (fence.Token, error) {
-	out, err := exec.Command(c.bin, "lock", key, "--node", c.api(i), "--wait", wait.String(), "--",
-		"sh", "-c", `echo "$HOMELOCK_TOKEN"`).CombinedOutput()
+	tok, _, err := c.lockVia(c.api(i), key, wait)
+	return tok, err
+}
+
+// lockVia locks key with `homelock lock --node nodes`, a comma-separated
+// list, and returns the token COMMAND saw and what the lock command said.
+func (c *dockerCluster) lockVia(nodes, key string, wait time.Duration) (fence.Token, string, error) {
+	cmd := exec.Command(c.bin, "lock", key, "--node", nodes, "--wait", wait.String(), "--",
+		"sh", "-c", `echo "$HOMELOCK_TOKEN"`)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		return fence.Token{}, fmt.Errorf("%v: %s", err, out)
+		return fence.Token{}, stderr.String(), fmt.Errorf("%v: %s%s", err, out, stderr.String())
 	}
-	return fence.ParseToken(strings.TrimSpace(string(out)))
+	tok, err := fence.ParseToken(strings.TrimSpace(string(out)))
+	return tok, stderr.String(), err
 }
 
 // A node cut off from the network by `docker network disconnect`:
@@ -420,6 +431,14 @@ func TestDockerPartialPartition(t *testing.T) {
 		t.Fatalf("lock %s (home n2) through n1 across the cut: %s; the cut does not hold", across, tok)
 	}
 	t.Logf("lock %s (home n2) through n1 across the cut: %v", across, err)
+	// Listing n3 after n1 gets it: n1 gives way once the home has been
+	// silent to it for a second (WithHomeSilence), and n3 reaches n2.
+	start := time.Now()
+	tok, said, err := c.lockVia(c.api(0)+","+c.api(2), across, 10*time.Second)
+	if err != nil || !strings.Contains(said, "no answer from home n2") || time.Since(start) > 5*time.Second {
+		t.Fatalf("lock %s (home n2) --node n1,n3 across the cut: %s after %v (%v), want it through n3 after n1 gave way", across, tok, time.Since(start), err)
+	}
+	t.Logf("lock %s (home n2) --node n1,n3 across the cut: %s after %v; the lock command said: %s", across, tok, time.Since(start).Round(time.Millisecond), strings.TrimSpace(said))
 	// 24 s: four times DownAfter (2 s) plus memberlist's dead detection.
 	shared := keyHomedAt("n3", "partial-shared")
 	var last fence.Token

@@ -74,11 +74,13 @@ var mutations = map[string]mutationEntry{
 	"Epoch.AcceptStaleJoin":        {broken: []string{invEpochsBounded}, seeds: 5, schedule: withHealing(heldUpJoin)},
 	"Epoch.LivenessAtAnswer":       {broken: []string{lockcheck.InvLiveness}, seeds: 20},
 	// Recall and release handling.
-	"Home.ReleaseAnyToken":      {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, invExclusion}, seeds: 20},
-	"Holder.IgnoreRecall":       {broken: []string{lockcheck.InvRecall}, seeds: 20},
-	"Holder.AdmitAfterRecall":   {broken: []string{lockcheck.InvRecall}, seeds: 20},
-	"Holder.SkipSettle":         {broken: []string{lockcheck.InvBarrier}, seeds: 20},
-	"Holder.IgnoreRenewRefusal": {broken: []string{lockcheck.InvRecall}, seeds: 2500},
+	"Home.ReleaseAnyToken":    {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, invExclusion}, seeds: 20},
+	"Holder.IgnoreRecall":     {broken: []string{lockcheck.InvRecall}, seeds: 20},
+	"Holder.AdmitAfterRecall": {broken: []string{lockcheck.InvRecall}, seeds: 20},
+	"Holder.SkipSettle":       {broken: []string{lockcheck.InvBarrier}, seeds: 20},
+	// Liveness.
+	"Holder.GiveWayWhileAnswered": {broken: []string{invProgress}, seeds: 20},
+	"Holder.IgnoreRenewRefusal":   {broken: []string{lockcheck.InvRecall}, seeds: 2500},
 	// Agreement.
 	"Epoch.AdoptFirstValue":       {broken: []string{invEpochFork, lockcheck.InvCertificate}, seeds: 20, schedule: func(seed uint64) SimConfig { return scripted(seed, lostHigherValue, nil) }},
 	"Epoch.AcceptBelowPromise":    {broken: []string{invEpochFork, lockcheck.InvCertificate}, seeds: 400},

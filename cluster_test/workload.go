@@ -40,6 +40,10 @@ type critical struct {
 	// oneShot: a targeted acquire (harsh.go), not one of the node's
 	// lockers, so nothing follows it.
 	oneShot bool
+	// silentFor: the locker gives way to a home that answers nothing for
+	// this long (homelock.WithHomeSilence), as the lock command does with
+	// another node to ask.
+	silentFor time.Duration
 }
 
 // longKey is locked only by long critical sections (1 to 1.6 leases), so
@@ -102,6 +106,11 @@ func (s *Sim) lockStart(n *simNode, e *event) {
 		cs.key, cs.long, lease, wait = longKey, true, 0, 12*time.Second
 	}
 	cs.lease = lease
+	// A quarter of the lockers give way to a silent home. Drawn from the
+	// side stream, so that the seeds' schedules stay what they were.
+	if s.side.IntN(4) == 0 {
+		cs.silentFor = 300*time.Millisecond + time.Duration(s.side.Int64N(int64(700*time.Millisecond)))
+	}
 	s.startLock(n, cs, wait)
 }
 
@@ -150,7 +159,7 @@ func (s *Sim) startLock(n *simNode, cs *critical, wait time.Duration) {
 	deadline := now.Add(wait)
 	cs.deadline = deadline
 	s.check.lockStarted(cs, n.trueAt(deadline))
-	n.apply(s, n.core.Lock(now, cs.key, cs.locker, deadline, cs.lease))
+	n.apply(s, n.core.Lock(now, cs.key, cs.locker, deadline, cs.lease, cs.silentFor))
 }
 
 func (s *Sim) onEvent(n *simNode, e delegation.Event) {
@@ -197,6 +206,9 @@ func (s *Sim) onEvent(n *simNode, e delegation.Event) {
 			return
 		}
 		s.trace("fail %s %s locker=%d reason=%d %s", n.id, cs.key, cs.locker, e.Reason, e.Detail)
+		if cs.silentFor > 0 && n.local(s.now).Before(cs.deadline) {
+			s.faults["give_way"]++ // to a silent home
+		}
 		cs.resolved = true
 		s.check.failed(cs, e)
 		delete(n.lockers, cs.locker)

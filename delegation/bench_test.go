@@ -14,7 +14,7 @@ func heldMachine(tb testing.TB, key string) (*Machine, time.Time) {
 	m := New(Config{Self: self, Inc: 1, MaxDrift: 0.01, MinUseful: time.Millisecond, RetryInterval: 10 * time.Millisecond, Lease: time.Hour})
 	now := time.Unix(1000, 0)
 	m.OnEpoch(now, msg.Epoch{Number: 1, Members: []msg.Member{self}})
-	m.Lock(now, key, 1, now.Add(time.Second), 0)
+	m.Lock(now, key, 1, now.Add(time.Second), 0, 0)
 	out := m.Ready()
 	if len(out.Msgs) != 1 {
 		tb.Fatalf("Lock sent %d messages, want one Acquire", len(out.Msgs))
@@ -73,7 +73,7 @@ func TestFastPathSendsNothing(t *testing.T) {
 func TestReadyKeepsItsArrays(t *testing.T) {
 	m, now := heldMachine(t, "k")
 	for _, key := range []string{"a", "b", "c"} {
-		m.Lock(now, key, 9, now.Add(time.Second), 0)
+		m.Lock(now, key, 9, now.Add(time.Second), 0, 0)
 	}
 	if out := m.Ready(); len(out.Msgs) != 3 {
 		t.Fatalf("three Locks sent %d messages", len(out.Msgs))

@@ -53,8 +53,11 @@ func (m *Machine) TryAdmitAt(i int, now deadline.Instant, key string, locker uin
 }
 
 // Lock queues locker for key until deadline; an Admitted or Failed event
-// answers it. lease bounds its critical section (0: the delegation's).
-func (m *Machine) Lock(now time.Time, key string, locker uint64, deadline time.Time, lease time.Duration) {
+// answers it. lease bounds its critical section (0: the delegation's). With
+// silentFor, it fails as unavailable once the key's home has answered
+// nothing for that long (giveWayAt), so that a client can ask the lock of
+// another node, one that may reach the home.
+func (m *Machine) Lock(now time.Time, key string, locker uint64, deadline time.Time, lease, silentFor time.Duration) {
 	if m.mixed != "" {
 		m.event(Event{Kind: Failed, Key: key, Locker: locker, Reason: ReasonUnavailable, Detail: m.mixed})
 		return
@@ -70,7 +73,7 @@ func (m *Machine) Lock(now time.Time, key string, locker uint64, deadline time.T
 		s.keys.Put(ks)
 	}
 	x := ks.edit()
-	x.queue = append(x.queue, localWaiter{locker: locker, deadline: deadline, lease: lease})
+	x.queue = append(x.queue, localWaiter{locker: locker, deadline: deadline, lease: lease, since: now, silentFor: silentFor})
 	m.gauges.deferred++
 	m.service(now, key, ks)
 }

@@ -27,6 +27,7 @@ func (*Mutations) ignoreRenewRefusal() bool   { return false }
 func (*Mutations) renewAnchorAtReceipt() bool { return false }
 func (*Mutations) skipSettle() bool           { return false }
 func (*Mutations) keepAnchorsOnJump() bool    { return false }
+func (*Mutations) giveWayWhileAnswered() bool { return false }
 
 // MissesClockJump is false: the driver takes every clock jump it sees.
 func (*Mutations) MissesClockJump() bool { return false }

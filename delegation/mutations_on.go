@@ -68,6 +68,10 @@ type Mutations struct {
 	// barrier it inherited, without running the store's barrier hook, so the
 	// successor's wait hook does not wait for those sections' writes.
 	SkipSettle bool
+	// GiveWayWhileAnswered gives way (WithHomeSilence) to a home that did
+	// answer: a locker queued behind a holder, or waiting out the home's
+	// gate, fails as unavailable when it should wait.
+	GiveWayWhileAnswered bool
 }
 
 func (m *Mutations) anchorAtReceipt() bool    { return m.AnchorAtReceipt }
@@ -88,6 +92,7 @@ func (m *Mutations) ignoreRenewRefusal() bool   { return m.IgnoreRenewRefusal }
 func (m *Mutations) renewAnchorAtReceipt() bool { return m.RenewAnchorAtReceipt }
 func (m *Mutations) skipSettle() bool           { return m.SkipSettle }
 func (m *Mutations) keepAnchorsOnJump() bool    { return m.KeepAnchorsOnJump }
+func (m *Mutations) giveWayWhileAnswered() bool { return m.GiveWayWhileAnswered }
 
 // MissesClockJump reports MissClockJump to the driver.
 func (m *Mutations) MissesClockJump() bool { return m.MissClockJump }

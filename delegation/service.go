@@ -126,6 +126,9 @@ func (m *Machine) reschedule(now time.Time, key string, ks *keyState) {
 	}
 	for _, w := range x.queue {
 		pick(w.deadline)
+		if at := m.giveWayAt(ks, w); at.After(now) {
+			pick(at)
+		}
 	}
 	if at.IsZero() {
 		if ks.phase == idle && len(x.queue) == 0 && ks.active == 0 {
@@ -160,7 +163,8 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
-// failOverdue answers queued lockers whose deadline passed.
+// failOverdue answers queued lockers whose deadline passed, and those that
+// give way to a silent home (giveWayAt).
 func (m *Machine) failOverdue(now time.Time, key string, ks *keyState) {
 	queue := ks.queue()
 	if len(queue) == 0 {
@@ -169,7 +173,12 @@ func (m *Machine) failOverdue(now time.Time, key string, ks *keyState) {
 	kept := queue[:0]
 	for _, w := range queue {
 		if now.Before(w.deadline) || w.deadline.IsZero() {
-			kept = append(kept, w)
+			if at := m.giveWayAt(ks, w); at.IsZero() || now.Before(at) {
+				kept = append(kept, w)
+				continue
+			}
+			m.event(Event{Kind: Failed, Key: key, Locker: w.locker, Reason: ReasonUnavailable,
+				Detail: fmt.Sprintf("no answer from home %s in %v", m.targetID(ks), w.silentFor)})
 			continue
 		}
 		reason, detail := ReasonUnavailable, ks.more().detail
@@ -187,6 +196,29 @@ func (m *Machine) failOverdue(now time.Time, key string, ks *keyState) {
 		m.event(Event{Kind: Failed, Key: key, Locker: w.locker, Reason: reason, Detail: detail})
 	}
 	m.setQueue(ks, kept)
+}
+
+// giveWayAt is when w stops waiting for a home that answers nothing:
+// silentFor after it queued and after its request's first attempt, while
+// neither the home nor another node has answered that request. It is zero
+// when w waits for its deadline alone: it has no silentFor, the key is
+// held here (w queues behind a local section), or the home answered (it
+// queues w behind a holder, or is in its gate, which ends on its own; asking
+// another node would find the same home).
+func (m *Machine) giveWayAt(ks *keyState, w localWaiter) time.Time {
+	x := ks.more()
+	answered := ks.waitReason != 0 || x.detail != ""
+	if m.cfg.Mutations.giveWayWhileAnswered() {
+		answered = false
+	}
+	if w.silentFor <= 0 || ks.phase != requested || answered || x.attemptN == 0 {
+		return time.Time{}
+	}
+	from := w.since
+	if first, ok := x.attempts.sentAt(x.attemptN, 1); ok && first.After(from) {
+		from = first
+	}
+	return from.Add(w.silentFor)
 }
 
 func (m *Machine) heldDetail(ks *keyState) string {

@@ -118,7 +118,7 @@ func shardRun(t *testing.T, seed uint64, shards int) []string {
 				record("fast", fmt.Sprintf("%+v", ev))
 				continue
 			}
-			m.Lock(now, key, locker, now.Add(time.Duration(rng.IntN(300))*time.Millisecond), lease)
+			m.Lock(now, key, locker, now.Add(time.Duration(rng.IntN(300))*time.Millisecond), lease, 0)
 		case op < 5:
 			if l := admitted[key]; len(l) > 0 {
 				m.Unlock(now, key, l[0])

@@ -361,6 +361,10 @@ type localWaiter struct {
 	locker   uint64
 	deadline time.Time
 	lease    time.Duration
+	// since is when it queued; silentFor, when set, is how long it waits
+	// for a home that answers nothing before it gives way (giveWayAt).
+	since     time.Time
+	silentFor time.Duration
 }
 
 // handle returns ks's admitted critical section, nil if none; ks is in s.

@@ -62,7 +62,7 @@ func TestIdleKeepsLittle(t *testing.T) {
 	m.Recall(now, env, msg.Recall{Key: "k", Token: first})
 	m.Settled(now, "k", first, []byte("b1"), nil)
 	m.Ready()
-	m.Lock(now, "k", 2, now.Add(time.Second), 0)
+	m.Lock(now, "k", 2, now.Add(time.Second), 0, 0)
 	a := m.Ready().Msgs[0].Body.(msg.Acquire)
 	m.Grant(now, env, msg.Grant{Key: "k", Req: a.Req, Attempt: a.Attempt, Token: fence.Token{Epoch: 1, Incarnation: 1, Counter: 2}, Lease: time.Hour, Barrier: []byte("b1")})
 	m.Fresh(now, "k", fence.Token{Epoch: 1, Incarnation: 1, Counter: 2}, nil)

@@ -44,6 +44,12 @@ const defaultKillAfter = 5 * time.Second
 // to answer a health check before the next is tried.
 const connectBound = 2 * time.Second
 
+// homeSilence is how long a node that is not the last --node listed waits
+// for a key's home that answers it nothing before it gives way to the next
+// (homelock.WithHomeSilence): a second, ten of the node's retries, or half
+// of what is left of --wait, so that the next node has the other half.
+func homeSilence(wait time.Duration) time.Duration { return min(time.Second, wait/2) }
+
 // forwarded are the signals `homelock lock` passes on to its command, as
 // timeout(1), systemd and a terminal send them, so that the command ends
 // (and only then the lock) rather than the lock under a running command.
@@ -216,13 +222,7 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "homelock lock: %v\n", err)
 			return exitUsage
 		}
-		// A paused node accepts the connection and never answers: with
-		// nodes left to try, it has connectBound to answer, not all of --wait.
-		probe := time.Duration(0)
-		if !last {
-			probe = connectBound
-		}
-		h, lerr := acquire(context.Background(), conn, a, time.Until(deadline), probe, sigs)
+		h, lerr := acquire(context.Background(), conn, a, time.Until(deadline), !last, sigs)
 		if lerr == nil {
 			defer conn.Close()
 			defer h.cancel()
@@ -262,9 +262,16 @@ type lockError struct {
 
 // acquire opens the Lock stream and waits for ACQUIRED, for at most wait
 // (what is left of --wait) plus answerMargin on this process's clock, or
-// until a signal. With a probe, the node must first answer a health check
-// within it.
-func acquire(ctx context.Context, conn *grpc.ClientConn, a lockArgs, wait, probe time.Duration, sigs <-chan os.Signal) (*held, *lockError) {
+// until a signal. With another node to try next, the node must first
+// answer a health check within connectBound (a paused node accepts the
+// connection and never answers), and it gives way to the next once the
+// key's home has answered it nothing for homeSilence (a home cut off from
+// this node alone, in a partial partition, may answer the next).
+func acquire(ctx context.Context, conn *grpc.ClientConn, a lockArgs, wait time.Duration, next bool, sigs <-chan os.Signal) (*held, *lockError) {
+	var probe, silence time.Duration
+	if next {
+		probe, silence = connectBound, homeSilence(wait)
+	}
 	sctx, cancel := context.WithCancel(ctx)
 	// One watcher ends the stream at the deadline or on a signal; it has
 	// stopped (and said which, if either) before acquire returns.
@@ -301,7 +308,7 @@ func acquire(ctx context.Context, conn *grpc.ClientConn, a lockArgs, wait, probe
 		}
 	}
 	if probeErr == nil {
-		ev, stream, err = openLock(sctx, conn, a, wait)
+		ev, stream, err = openLock(sctx, conn, a, wait, silence)
 	}
 	close(stop)
 	<-watched
@@ -326,7 +333,7 @@ func acquire(ctx context.Context, conn *grpc.ClientConn, a lockArgs, wait, probe
 }
 
 // openLock sends the LockRequest and returns the node's first answer.
-func openLock(ctx context.Context, conn *grpc.ClientConn, a lockArgs, wait time.Duration) (*clientapi.LockEvent, clientapi.Client_LockClient, error) {
+func openLock(ctx context.Context, conn *grpc.ClientConn, a lockArgs, wait, silence time.Duration) (*clientapi.LockEvent, clientapi.Client_LockClient, error) {
 	stream, err := clientapi.NewClientClient(conn).Lock(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -335,7 +342,7 @@ func openLock(ctx context.Context, conn *grpc.ClientConn, a lockArgs, wait time.
 	// the stream: after COMMAND's SIGTERM, --kill-after, its SIGKILL and
 	// the wait for its output (cmd.WaitDelay).
 	drain := a.killAfter + 2*time.Second
-	req := &clientapi.LockRequest{Key: a.name, LeaseNanos: int64(a.lease), WaitNanos: int64(wait), Try: a.try, DrainNanos: int64(drain)}
+	req := &clientapi.LockRequest{Key: a.name, LeaseNanos: int64(a.lease), WaitNanos: int64(wait), Try: a.try, DrainNanos: int64(drain), HomeSilenceNanos: int64(silence)}
 	if a.try && !a.waitSet {
 		req.WaitNanos = 0
 	}

@@ -36,11 +36,13 @@ type fakeNode struct {
 	drains chan time.Duration
 	// refuse, if set, is every Lock's answer (as clientapi.ToStatus maps
 	// homelock's errors), given refuseAfter after the request; asked counts
-	// the requests, and waited has the last one's wait.
+	// the requests, waited has the last one's wait and silence its
+	// home_silence.
 	refuse      error
 	refuseAfter time.Duration
 	asked       atomic.Int32
 	waited      atomic.Int64
+	silence     atomic.Int64
 }
 
 func (f *fakeNode) Lock(s clientapi.Client_LockServer) error {
@@ -50,6 +52,7 @@ func (f *fakeNode) Lock(s clientapi.Client_LockServer) error {
 	}
 	f.asked.Add(1)
 	f.waited.Store(req.GetWaitNanos())
+	f.silence.Store(req.GetHomeSilenceNanos())
 	if f.refuse != nil {
 		time.Sleep(f.refuseAfter)
 		return clientapi.ToStatus(f.refuse)
@@ -373,13 +376,17 @@ func TestLockTriesTheNextNode(t *testing.T) {
 	}
 	t.Run("one wait", func(t *testing.T) {
 		// --wait bounds the whole acquisition: the next node is given what
-		// the first left of it.
-		first := serveFake(t, &fakeNode{refuse: homelock.ErrLockUnavailable, refuseAfter: time.Second})
+		// the first left of it. The first, with a node after it, gives way
+		// to a silent home after a second; the last waits for it to the end.
+		first := &fakeNode{refuse: homelock.ErrLockUnavailable, refuseAfter: time.Second}
 		second := &fakeNode{}
 		var out, errOut bytes.Buffer
-		code := run([]string{"lock", "k", "--node", first + "," + serveFake(t, second), "--wait", "5s", "--", "true"}, &out, &errOut)
+		code := run([]string{"lock", "k", "--node", serveFake(t, first) + "," + serveFake(t, second), "--wait", "5s", "--", "true"}, &out, &errOut)
 		require.Equal(t, 0, code, errOut.String())
 		require.LessOrEqual(t, time.Duration(second.waited.Load()), 4*time.Second, errOut.String())
+		require.Equal(t, time.Second, time.Duration(first.silence.Load()), "home silence asked of the first node")
+		require.Zero(t, second.silence.Load(), "home silence asked of the last node")
+		require.Equal(t, 500*time.Millisecond, homeSilence(time.Second), "half of a short wait")
 	})
 	t.Run("none", func(t *testing.T) {
 		var out, errOut bytes.Buffer

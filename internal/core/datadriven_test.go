@@ -219,8 +219,12 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) error {
 		if err != nil {
 			return err
 		}
+		silent, err := a.dur("silent", 0)
+		if err != nil {
+			return err
+		}
 		now := n.local(h.now)
-		h.apply(n, n.core.Lock(now, a.str("key", "k"), uint64(locker), now.Add(wait), lease))
+		h.apply(n, n.core.Lock(now, a.str("key", "k"), uint64(locker), now.Add(wait), lease, silent))
 	case "unlock", "cancel":
 		n, err := h.liveNode(a)
 		if err != nil {

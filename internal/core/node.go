@@ -314,8 +314,8 @@ func (n *Node) TryAdmitAt(shard int, now deadline.Instant, key string, locker ui
 }
 
 // Lock queues locker for key; an event answers it.
-func (n *Node) Lock(now time.Time, key string, locker uint64, deadline time.Time, lease time.Duration) Ready {
-	n.holder.Lock(now, key, locker, deadline, lease)
+func (n *Node) Lock(now time.Time, key string, locker uint64, deadline time.Time, lease, silentFor time.Duration) Ready {
+	n.holder.Lock(now, key, locker, deadline, lease, silentFor)
 	return n.flush(now)
 }
 
