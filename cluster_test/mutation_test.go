@@ -61,7 +61,7 @@ var mutations = map[string]mutationEntry{
 	"Home.GrantPastLiveness":       {broken: []string{lockcheck.InvLiveness}, seeds: 20},
 	"Home.GrantExpiryNoSkew":       {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, invExclusion}, seeds: 20},
 	"Home.ViewPastLiveness":        {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, invExclusion}, seeds: 20, schedule: func(seed uint64) SimConfig { return fiveNodes(seed, stackedLags) }},
-	"Home.TakeOverWithinLiveness":  {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, invExclusion}, seeds: 100},
+	"Home.TakeOverWithinLiveness":  {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, invExclusion}, seeds: 400},
 	"Home.KeepOwnRecordOnHandBack": {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, invExclusion}, seeds: 20, schedule: func(seed uint64) SimConfig { return fourNodes(seed, keyAwayAndBack) }},
 	"Home.TakeOverNoSkew":          {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, invExclusion}, seeds: 20, schedule: func(seed uint64) SimConfig { return fourNodes(seed, keyAwayAndBack) }}, // random seeds: 105, 450 once gossip revived refuted deaths
 	"Home.RenewPastLiveness":       {broken: []string{lockcheck.InvLiveness}, seeds: 60},
@@ -72,7 +72,7 @@ var mutations = map[string]mutationEntry{
 	"Epoch.LivenessNoDrift":        {broken: []string{lockcheck.InvLiveness, invEpochLive}, seeds: 20},
 	"Epoch.AcceptStaleLeave":       {broken: []string{invEpochsBounded}, seeds: 5, schedule: withHealing(heldUpLeave)},
 	"Epoch.AcceptStaleJoin":        {broken: []string{invEpochsBounded}, seeds: 5, schedule: withHealing(heldUpJoin)},
-	"Epoch.LivenessAtAnswer":       {broken: []string{lockcheck.InvLiveness}, seeds: 20},
+	"Epoch.LivenessAtAnswer":       {broken: []string{lockcheck.InvLiveness}, seeds: 200},
 	// Recall and release handling.
 	"Home.ReleaseAnyToken":    {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, invExclusion}, seeds: 20},
 	"Holder.IgnoreRecall":     {broken: []string{lockcheck.InvRecall}, seeds: 20},

@@ -148,6 +148,9 @@ func (n *Node) absorbEpoch(now time.Time, o epoch.Output) {
 	}
 	n.local = append(n.local, o.Msgs...)
 	if o.NewEpoch && o.Learned != nil {
+		// The old epoch's liveness is gone (E2): the home must not act on
+		// the new epoch under it, not even within this step.
+		n.home.SetLiveness(now, n.ep.LiveUntil())
 		n.home.OnEpoch(now, *o.Learned)
 		n.holder.OnEpoch(now, o.Learned.Epoch)
 		n.onLearned()

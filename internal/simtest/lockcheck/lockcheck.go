@@ -106,6 +106,11 @@ type Checker struct {
 	delegs  map[string][]*deleg // by key, every delegation still of interest
 	rounds  map[roundKey]*round
 	live    map[procKey]time.Time // liveness on the node's clock
+	// liveIn is the liveness L1 judges by: from the rounds of one epoch
+	// only, the latest a process completed. A home grants under its
+	// current epoch with that epoch's liveness alone: learning an epoch
+	// ends the one before's (E2), within the step that learns it too.
+	liveIn map[procKey]epochLive
 	// epochs are every epoch any node learned, by number.
 	epochs  map[uint64]msg.Epoch
 	firstAt map[uint64]time.Time // when (true time) any process first learned each epoch
@@ -178,6 +183,12 @@ type renKey struct {
 	key     string
 	token   fence.Token
 	attempt uint32
+}
+
+// epochLive is a process's liveness from the rounds of one epoch.
+type epochLive struct {
+	epoch uint64
+	until time.Time // on the node's clock
 }
 
 type roundKey struct {
@@ -311,6 +322,7 @@ func New(w World) *Checker {
 		delegs:    make(map[string][]*deleg),
 		rounds:    make(map[roundKey]*round),
 		live:      make(map[procKey]time.Time),
+		liveIn:    make(map[procKey]epochLive),
 		epochs:    make(map[uint64]msg.Epoch),
 		firstAt:   make(map[uint64]time.Time),
 		learned:   make(map[int]learnedAt),
@@ -570,10 +582,18 @@ func (c *Checker) withinLiveness(n Node, what, key string, tok fence.Token, leas
 	if !ok || l.Majority() <= 1 {
 		return // a lone member's rounds send nothing to observe
 	}
-	until := c.live[c.proc(n)]
-	if end := n.Local(c.w.Now()).Add(lease); end.After(until) {
-		c.fail(InvLiveness, "%s %s %s %s with a lease to %v, past its liveness %v",
-			n.Name(), what, key, tok, n.TrueAt(end).Sub(c.w.Base), n.TrueAt(until).Sub(c.w.Base))
+	var until time.Time
+	if in := c.liveIn[c.proc(n)]; in.epoch == l.Number {
+		until = in.until
+	}
+	end := n.Local(c.w.Now()).Add(lease)
+	switch {
+	case until.IsZero():
+		c.fail(InvLiveness, "%s %s %s %s with a lease to %v, with no liveness yet in epoch %d",
+			n.Name(), what, key, tok, n.TrueAt(end).Sub(c.w.Base), l.Number)
+	case end.After(until):
+		c.fail(InvLiveness, "%s %s %s %s with a lease to %v, past its liveness %v in epoch %d",
+			n.Name(), what, key, tok, n.TrueAt(end).Sub(c.w.Base), n.TrueAt(until).Sub(c.w.Base), l.Number)
 	}
 }
 
@@ -704,8 +724,12 @@ func (c *Checker) received(n Node, o *observed) *deleg {
 			r.ok[o.env.From.ID] = true
 		}
 		if len(r.ok)+1 >= e.Majority() {
-			if end := n.Local(r.sentAt).Add(time.Duration(float64(c.w.EpochLease) * (1 - c.w.Drift))); end.After(c.live[p]) {
+			end := n.Local(r.sentAt).Add(time.Duration(float64(c.w.EpochLease) * (1 - c.w.Drift)))
+			if end.After(c.live[p]) {
 				c.live[p] = end
+			}
+			if in := c.liveIn[p]; r.epoch > in.epoch || (r.epoch == in.epoch && end.After(in.until)) {
+				c.liveIn[p] = epochLive{epoch: r.epoch, until: end}
 			}
 		}
 	case msg.ReclaimAnswer:
