@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -374,7 +375,14 @@ func refusal(a lockArgs, err error) *lockError {
 	case codes.Unavailable:
 		return &lockError{code: exitNoNode, msg: fmt.Sprintf("node %s unreachable: %s%s", a.api.node, s.Message(), a.api.hint(err)), tryNext: true}
 	case codes.FailedPrecondition, codes.ResourceExhausted:
-		return &lockError{code: exitNoLocks, msg: fmt.Sprintf("unavailable through node %s: %s", a.api.node, s.Message()), tryNext: true}
+		hint := ""
+		if len(a.nodes) == 1 && strings.Contains(s.Message(), "no answer from home") {
+			// A home cut off from this node alone (a partial partition)
+			// stays a member, so this node never hears from it; another
+			// node may.
+			hint = " (if that home is up, this node may be cut off from it: list another node too, --node A,B)"
+		}
+		return &lockError{code: exitNoLocks, msg: fmt.Sprintf("unavailable through node %s: %s%s", a.api.node, s.Message(), hint), tryNext: true}
 	case codes.InvalidArgument:
 		return &lockError{code: exitUsage, msg: fmt.Sprintf("refused by node %s (--lease %v, --wait %v): %s", a.api.node, a.lease, a.wait, s.Message())}
 	}

@@ -87,8 +87,12 @@ func TestParseLockArgs(t *testing.T) {
 // message says what happened.
 func TestLockRefusalExitCodes(t *testing.T) {
 	a := lockArgs{name: "k", api: apiClientFlags{node: "h:1"}, wait: 2 * time.Second}
+	a.nodes = []string{"h:1"}
 	tryArgs := a
 	tryArgs.try = true
+	listed := a
+	listed.nodes = []string{"h:0", "h:1"}
+	silentHome := clientapi.ToStatus(fmt.Errorf("%w: key %q: no answer from home n2", homelock.ErrLockUnavailable, "k"))
 	for _, tc := range []struct {
 		name string
 		a    lockArgs
@@ -101,6 +105,8 @@ func TestLockRefusalExitCodes(t *testing.T) {
 		{"try", tryArgs, clientapi.ToStatus(homelock.ErrTimeout), exitTimedOut, "not acquired (--try)", false},
 		{"ctx deadline", a, clientapi.ToStatus(fmt.Errorf("homelock: key %q: %w", "k", context.DeadlineExceeded)), exitTimedOut, "not acquired", false},
 		{"no liveness", a, clientapi.ToStatus(homelock.ErrLockUnavailable), exitNoLocks, "unavailable through node h:1", true},
+		{"silent home", a, silentHome, exitNoLocks, "no answer from home n2 (if that home is up, this node may be cut off from it: list another node too, --node A,B)", true},
+		{"silent home, nodes listed", listed, silentHome, exitNoLocks, "no answer from home n2", true},
 		{"hook", a, clientapi.ToStatus(homelock.ErrHookFailed), exitNoLocks, "unavailable", true},
 		{"closing", a, clientapi.ToStatus(homelock.ErrClosed), exitNoLocks, "unavailable", true},
 		{"too many", a, clientapi.ToStatus(homelock.ErrTooManyDelegations), exitNoLocks, "unavailable", true},
@@ -113,6 +119,9 @@ func TestLockRefusalExitCodes(t *testing.T) {
 			e := refusal(tc.a, tc.err)
 			require.Equal(t, tc.code, e.code, e.msg)
 			require.Contains(t, e.msg, tc.msg)
+			if len(tc.a.nodes) > 1 {
+				require.NotContains(t, e.msg, "list another node", "a hint to list nodes when several were")
+			}
 			require.Equal(t, tc.next, e.tryNext, "whether the next --node is tried")
 		})
 	}
