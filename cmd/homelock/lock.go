@@ -87,7 +87,9 @@ after COMMAND has exited, and (on Linux) every process it started too:
 (paused, cut off, a port that never speaks) ends it within about --wait.
 --node may list several nodes of one cluster, comma-separated: one that
 cannot grant the lock itself (unreachable, cut off from its cluster,
-shutting down) gives way to the next, within the same --wait.
+shutting down, or cut off from the key's home alone, which has then
+answered it nothing for a second) gives way to the next, within the same
+--wait.
 
 ` + apiClientHelp + `
 Flags:
