@@ -203,3 +203,23 @@ func TestKilledNodeRehomed(t *testing.T) {
 	require.NotEqual(t, 2, c.homeOf(key))
 	require.NoError(t, h.Unlock())
 }
+
+// Status says when each member's peer messages last reached the node: on a
+// healthy cluster every other member within its renewal rounds' interval.
+func TestStatusSaysWhenEachMemberWasHeard(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	c.waitAvailable()
+	epochLease := c.cfgs[0].EpochLease
+	require.Eventually(t, func() bool {
+		st := c.nodes[0].Status()
+		if len(st.Members) != 3 {
+			return false
+		}
+		for _, m := range st.Members {
+			if m.Self != m.Heard.IsZero() || (!m.Self && time.Since(m.Heard) > epochLease) {
+				return false
+			}
+		}
+		return true
+	}, 2*epochLease, 20*time.Millisecond, "members heard: %+v", c.nodes[0].Status().Members)
+}

@@ -114,7 +114,18 @@ type MemberStatus struct {
 	Version uint32
 	// Liveness is memberlist's view: alive, suspect, dead, or unknown.
 	Liveness string
-	Self     bool
+	// Heard is when a peer message from the member last arrived (zero: never
+	// since this node started, or the node itself). Gossip reaches a member
+	// through others too, so one that is alive there but not heard from for
+	// longer than its renewal rounds (EpochLease / 3) cannot reach this node.
+	Heard time.Time
+	Self  bool
+}
+
+// heardFrom is the transport's capability to say when each peer was last
+// heard from (the gRPC transport has it).
+type heardFrom interface {
+	HeardFrom() map[msg.NodeID]time.Time
 }
 
 // Status reports the node's view of the cluster.
@@ -125,6 +136,10 @@ func (n *Node) Status() Status {
 		for _, p := range n.ml.Members() {
 			live[msg.Member{ID: p.Meta.NodeID, Store: p.Meta.StoreID}] = p.State.String()
 		}
+	}
+	var heard map[msg.NodeID]time.Time
+	if h, ok := n.tr.(heardFrom); ok {
+		heard = h.HeardFrom()
 	}
 	n.lockAll()
 	defer n.unlockAll()
@@ -141,7 +156,7 @@ func (n *Node) Status() Status {
 				lv = "unknown"
 			}
 			st.Members = append(st.Members, MemberStatus{ID: string(m.ID), StoreID: m.Store, Addr: m.Addr,
-				Version: m.Version, Liveness: lv, Self: m.Same(n.self)})
+				Version: m.Version, Liveness: lv, Heard: heard[m.ID], Self: m.Same(n.self)})
 		}
 	}
 	now := n.clock.Now()

@@ -1,6 +1,8 @@
 package clientapi
 
 import (
+	"time"
+
 	"github.com/homelock/homelock"
 	"github.com/homelock/homelock/msg"
 )
@@ -37,7 +39,10 @@ type MemberReport struct {
 	Addr            string `json:"addr"`
 	ProtocolVersion uint32 `json:"protocol_version"`
 	Liveness        string `json:"liveness"`
-	Self            bool   `json:"self"`
+	// HeardMSAgo is how long ago a peer message from the member last
+	// reached this node (-1: never since it started; 0 for the node itself).
+	HeardMSAgo int64 `json:"heard_ms_ago"`
+	Self       bool  `json:"self"`
 }
 
 // StatsReport is homelock.Stats: gauges are the state now, the rest count
@@ -101,8 +106,15 @@ func NewReport(st homelock.Status, s homelock.Stats) Report {
 		},
 	}
 	for _, m := range st.Members {
+		heard := int64(-1)
+		switch {
+		case m.Self:
+			heard = 0
+		case !m.Heard.IsZero():
+			heard = max(time.Since(m.Heard).Milliseconds(), 0)
+		}
 		r.Status.Members = append(r.Status.Members, MemberReport{ID: m.ID, StoreID: msg.FormatStore(m.StoreID),
-			Addr: m.Addr, ProtocolVersion: m.Version, Liveness: m.Liveness, Self: m.Self})
+			Addr: m.Addr, ProtocolVersion: m.Version, Liveness: m.Liveness, HeardMSAgo: heard, Self: m.Self})
 	}
 	for k, v := range s.ByKind {
 		r.Stats.ByKind[k] = KindReport{SentMessages: v.Sent.Msgs, SentBytes: v.Sent.Bytes,

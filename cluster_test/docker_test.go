@@ -460,6 +460,20 @@ func TestDockerPartialPartition(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+	// What an operator sees on n1: n2 a member, alive or suspect in
+	// gossip (refuted through n3 as often as suspected), but not heard
+	// from on the peer protocol since the cut.
+	for _, m := range c.status(0).Status.Members {
+		if m.ID == "n2" && (m.Liveness == "dead" || m.HeardMSAgo < 20_000) {
+			t.Fatalf("n1's status of n2 after 24 s cut from it: %s, heard %d ms ago; want it a member, heard over 20 s ago", m.Liveness, m.HeardMSAgo)
+		}
+		if m.ID == "n2" {
+			t.Logf("n1's status of n2 during the cut: %s, heard %d ms ago", m.Liveness, m.HeardMSAgo)
+		}
+		if m.ID == "n3" && (m.HeardMSAgo < 0 || m.HeardMSAgo > 5_000) {
+			t.Fatalf("n1's status of n3: heard %d ms ago; want within 5 s", m.HeardMSAgo)
+		}
+	}
 	heal()
 	healed := time.Now()
 	keys := []string{keyHomedAt("n1", "partial-n1"), across, shared}

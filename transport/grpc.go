@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
@@ -43,6 +44,9 @@ type GRPC struct {
 	// senders orders streams per sending node (see receiver.go).
 	sendersMu sync.Mutex
 	senders   map[msg.NodeID]*senderSlot
+	// ended keeps when each peer whose stream has ended was last heard
+	// from, for HeardFrom (under sendersMu).
+	ended map[msg.NodeID]time.Time
 
 	wg       sync.WaitGroup // peer goroutines
 	serveErr chan error

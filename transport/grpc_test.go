@@ -259,3 +259,26 @@ func BenchmarkGRPCPingPong(b *testing.B) {
 		<-done
 	}
 }
+
+// HeardFrom says when each peer last reached this node, and keeps saying
+// it after the peer's stream has ended (a peer cut off, or stopped).
+func TestGRPCHeardFrom(t *testing.T) {
+	a, b := newGRPCNode(t, "a", nil), newGRPCNode(t, "b", nil)
+	defer closeAll(t, b.t)
+	require.Empty(t, b.t.HeardFrom(), "heard from nobody yet")
+	before := time.Now()
+	require.NoError(t, a.t.Send(b.self, numbered(a.self, "b", 0)))
+	b.in.waitLen(t, 1, 5*time.Second)
+	heard := b.t.HeardFrom()["a"]
+	require.False(t, heard.Before(before), "heard %v, sent at %v", heard, before)
+	require.False(t, heard.After(time.Now()))
+	require.Len(t, b.t.HeardFrom(), 1)
+
+	require.NoError(t, a.t.Close()) // its stream to b ends
+	require.Eventually(t, func() bool {
+		b.t.sendersMu.Lock()
+		defer b.t.sendersMu.Unlock()
+		return len(b.t.senders) == 0
+	}, 5*time.Second, 10*time.Millisecond, "a's stream to b never ended")
+	require.Equal(t, heard, b.t.HeardFrom()["a"], "the last time heard outlives the stream")
+}

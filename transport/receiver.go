@@ -4,6 +4,8 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -29,6 +31,8 @@ type receiver struct {
 type senderSlot struct {
 	mu  sync.Mutex
 	gen uint64
+	// heard is when the sender's last frame arrived (Unix ns; 0: never).
+	heard atomic.Int64
 }
 
 func (r *receiver) Stream(s grpc.ClientStreamingServer[pb.Batch, pb.StreamSummary]) error {
@@ -61,6 +65,7 @@ func (r *receiver) Stream(s grpc.ClientStreamingServer[pb.Batch, pb.StreamSummar
 		if err != nil {
 			return err
 		}
+		slot.heard.Store(time.Now().UnixNano())
 		if !g.deliverFrame(from, slot, gen, &frame) {
 			return status.Error(codes.Aborted, "transport: superseded by a newer stream from the same node")
 		}
@@ -91,6 +96,25 @@ func (g *GRPC) deliverFrame(from msg.NodeID, slot *senderSlot, gen uint64, frame
 	return true
 }
 
+// HeardFrom reports when a frame last arrived from each peer that has
+// sent one since this transport started: a peer that gossip shows alive
+// but that has not been heard from for longer than its renewal rounds
+// (EpochLease / 3) cannot reach this node (a partial partition).
+func (g *GRPC) HeardFrom() map[msg.NodeID]time.Time {
+	g.sendersMu.Lock()
+	defer g.sendersMu.Unlock()
+	heard := make(map[msg.NodeID]time.Time, len(g.senders)+len(g.ended))
+	for id, t := range g.ended {
+		heard[id] = t
+	}
+	for id, slot := range g.senders {
+		if ns := slot.heard.Load(); ns != 0 {
+			heard[id] = time.Unix(0, ns)
+		}
+	}
+	return heard
+}
+
 func (g *GRPC) claimSlot(from msg.NodeID) (*senderSlot, uint64) {
 	g.sendersMu.Lock()
 	slot, ok := g.senders[from]
@@ -118,5 +142,11 @@ func (g *GRPC) releaseSlot(from msg.NodeID, slot *senderSlot, gen uint64) {
 	slot.mu.Unlock()
 	if current && g.senders[from] == slot {
 		delete(g.senders, from)
+		if ns := slot.heard.Load(); ns != 0 {
+			if g.ended == nil {
+				g.ended = make(map[msg.NodeID]time.Time)
+			}
+			g.ended[from] = time.Unix(0, ns)
+		}
 	}
 }

@@ -123,13 +123,16 @@ func printReport(w io.Writer, r clientapi.Report) {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MEMBER\tSTORE\tADDRESS\tVERSION\tLIVENESS\t")
+	fmt.Fprintln(tw, "MEMBER\tSTORE\tADDRESS\tVERSION\tLIVENESS\tHEARD\t")
 	for _, m := range s.Members {
-		id := m.ID
-		if m.Self {
-			id += " (self)"
+		id, heard := m.ID, "never"
+		switch {
+		case m.Self:
+			id, heard = id+" (self)", "-"
+		case m.HeardMSAgo >= 0:
+			heard = (time.Duration(m.HeardMSAgo) * time.Millisecond).String() + " ago"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t\n", id, m.StoreID, m.Addr, m.ProtocolVersion, m.Liveness)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t\n", id, m.StoreID, m.Addr, m.ProtocolVersion, m.Liveness, heard)
 	}
 	tw.Flush()
 	st := r.Stats
