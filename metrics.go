@@ -13,6 +13,7 @@ type Collector struct {
 	status    []statusMetric
 	kindMsgs  *prometheus.Desc
 	kindBytes *prometheus.Desc
+	heard     *prometheus.Desc
 }
 
 type metric struct {
@@ -76,6 +77,8 @@ func NewCollector(n *Node) *Collector {
 	}
 	c.kindMsgs = d("messages_total", "Protocol messages by kind and direction.", "kind", "direction")
 	c.kindBytes = d("message_bytes_total", "Encoded bytes of protocol messages by kind and direction.", "kind", "direction")
+	c.heard = d("member_last_heard_timestamp_seconds",
+		"When a protocol message from each other member last reached this node (Unix time; absent until one has).", "member")
 	return c
 }
 
@@ -92,6 +95,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	ch <- c.kindMsgs
 	ch <- c.kindBytes
+	ch <- c.heard
 }
 
 // Collect implements prometheus.Collector.
@@ -106,6 +110,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	st := c.n.Status()
 	for _, m := range c.status {
 		ch <- prometheus.MustNewConstMetric(m.desc, prometheus.GaugeValue, m.get(&st))
+	}
+	for _, m := range st.Members {
+		if !m.Self && !m.Heard.IsZero() {
+			ch <- prometheus.MustNewConstMetric(c.heard, prometheus.GaugeValue, float64(m.Heard.UnixNano())/1e9, m.ID)
+		}
 	}
 	for kind, k := range s.ByKind {
 		ch <- prometheus.MustNewConstMetric(c.kindMsgs, prometheus.CounterValue, float64(k.Sent.Msgs), kind, "sent")

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -39,4 +40,37 @@ func TestMetricsDocumented(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The collector exports when each other member was last heard, and nothing
+// for the node itself.
+func TestMetricsMemberLastHeard(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	c.waitAvailable()
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(NewCollector(c.nodes[0])))
+	require.Eventually(t, func() bool {
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		for _, mf := range mfs {
+			if mf.GetName() != "homelock_member_last_heard_timestamp_seconds" {
+				continue
+			}
+			var members []string
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "member" {
+						members = append(members, l.GetValue())
+					}
+				}
+				age := time.Since(time.Unix(0, int64(m.GetGauge().GetValue()*1e9)))
+				if age < -time.Second || age > c.cfgs[0].EpochLease {
+					return false
+				}
+			}
+			slices.Sort(members)
+			return slices.Equal(members, []string{c.nodes[1].ID(), c.nodes[2].ID()})
+		}
+		return false
+	}, 10*time.Second, 50*time.Millisecond)
 }
