@@ -73,7 +73,11 @@ type checker struct {
 	agree simtest.Agreement[*simNode]
 	// progress bookkeeping for the healed phase
 	progress map[string]map[msg.NodeID]int
-	asked    map[string]map[msg.NodeID]int
+	// lastAcquire is each node's latest request per key, from the Acquires
+	// it sent; queuedBehind the request the key's home last said it queued
+	// behind a holder (a Wait{holder} the node received).
+	lastAcquire, queuedBehind map[string]map[msg.NodeID]msg.RequestID
+	asked                     map[string]map[msg.NodeID]int
 	// workedAfterHeal: the node had a workload lock outstanding at the heal
 	// or started one since (W1).
 	workedAfterHeal map[msg.NodeID]bool
@@ -112,6 +116,8 @@ func newChecker(s *Sim) *checker {
 		regs:            make(map[string]*register),
 		ops:             make(map[string][]porcupine.Operation),
 		progress:        make(map[string]map[msg.NodeID]int),
+		lastAcquire:     make(map[string]map[msg.NodeID]msg.RequestID),
+		queuedBehind:    make(map[string]map[msg.NodeID]msg.RequestID),
 		asked:           make(map[string]map[msg.NodeID]int),
 		workedAfterHeal: make(map[msg.NodeID]bool),
 		ghosts:          make(map[string][]ghost),
@@ -168,6 +174,24 @@ func (c *checker) lockStarted(cs *critical, deadline time.Time) {
 		c.fail(invNoHang, "%s locker %d on %s neither admitted nor failed by its deadline", cs.node.id, cs.locker, cs.key)
 	}
 	c.s.at(deadline.Add(4*simRetry), &event{kind: evFault, run: check})
+}
+
+// sentAcquire and receivedWait keep lastAcquire and queuedBehind.
+func (c *checker) sentAcquire(from msg.NodeID, a msg.Acquire) {
+	setReq(c.lastAcquire, a.Key, from, a.Req)
+}
+
+func (c *checker) receivedWait(to msg.NodeID, w msg.Wait) {
+	if w.Reason == msg.WaitHolder {
+		setReq(c.queuedBehind, w.Key, to, w.Req)
+	}
+}
+
+func setReq(m map[string]map[msg.NodeID]msg.RequestID, key string, id msg.NodeID, req msg.RequestID) {
+	if m[key] == nil {
+		m[key] = make(map[msg.NodeID]msg.RequestID)
+	}
+	m[key][id] = req
 }
 
 func (c *checker) bump(m map[string]map[msg.NodeID]int, key string, id msg.NodeID) {
@@ -458,10 +482,20 @@ func (c *checker) final() {
 			if n == nil || n.removed || n.core == nil {
 				continue
 			}
-			if c.progress[key][id] == 0 {
-				c.fail(invProgress, "%s asked for %s %d times after the heal and was never admitted", id, key, askers[id])
-				return
+			if c.progress[key][id] != 0 {
+				continue
 			}
+			// Still queued at the home behind holders at the end: FIFO by
+			// receipt (lockcheck) says nobody who asked after it went first,
+			// and L6 that the key was handed on at every section's end, so
+			// only the queue ahead of it, which long sections can make
+			// longer than what is left of the run, explains the wait
+			// (seed 45,583: ten nodes, four sections of 360-400 ms in a row).
+			if req := c.lastAcquire[key][id]; req != (msg.RequestID{}) && c.queuedBehind[key][id] == req {
+				continue
+			}
+			c.fail(invProgress, "%s asked for %s %d times after the heal and was never admitted", id, key, askers[id])
+			return
 		}
 	}
 }

@@ -260,6 +260,7 @@ func TestSimFoundSeeds(t *testing.T) {
 		300,     // checker: a section revoked at its own lease's end hands the key on from the revocation, not from its late write (L6)
 		691285,  // simulator: a suspend ended by another fault's resume stalled the clock until its own timer, so the clock went back (FIFO)
 		376830,  // a 118 ms lease-clock stall, under Skew, lengthened a liveness unseen; now over the jump threshold, and E2 allows what is under it (E2)
+		45583,   // checker: a node still queued behind holders at the end, four 360-400 ms sections ahead of it, had not made progress (I5)
 	} {
 		if r := Run(DefaultSimConfig(seed)); r.Failed() {
 			t.Errorf("seed %d: %s", seed, r.Report())

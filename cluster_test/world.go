@@ -261,6 +261,9 @@ func (s *Sim) dispatch(e *event) (kept bool) {
 	switch e.kind {
 	case evDeliver:
 		s.traceDeliver(e.env.From.ID, n.id, e.env.Body)
+		if w, ok := e.env.Body.(msg.Wait); ok {
+			s.check.receivedWait(n.id, w)
+		}
 		n.apply(s, n.core.Receive(n.local(s.now), e.env))
 	case evTick:
 		if e.seq != n.tickSeq {
@@ -281,6 +284,9 @@ func (s *Sim) dispatch(e *event) (kept bool) {
 // send puts one message on the network: dropped, duplicated, delayed or
 // held by a partition as the current faults say.
 func (s *Sim) send(from *simNode, o core.Outgoing) {
+	if a, ok := o.Env.Body.(msg.Acquire); ok {
+		s.check.sentAcquire(from.id, a)
+	}
 	to := s.nodeByAddr(o.To.Addr)
 	if to == nil {
 		return
