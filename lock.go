@@ -75,8 +75,13 @@ type lockOptions struct {
 	scope               Scope
 }
 
+// defaultOptions are a Lock's options when it is given none.
+func (n *Node) defaultOptions() lockOptions {
+	return lockOptions{wait: n.cfg.DefaultWait, scope: ScopeCluster}
+}
+
 func (n *Node) options(opts []LockOption) (lockOptions, error) {
-	o := lockOptions{wait: n.cfg.DefaultWait, scope: ScopeCluster}
+	o := n.defaultOptions()
 	for _, op := range opts {
 		if op.set&optLease != 0 {
 			if op.lease <= 0 {
@@ -122,8 +127,8 @@ var (
 // ctx returns its error wrapped (with ErrTimeout too if its deadline passed).
 func (n *Node) Lock(ctx context.Context, key string, opts ...LockOption) (Handle, error) {
 	// Without options (the repeat lock's usual call) no call of options:
-	// its checks cost the repeat lock 10 ns.
-	o := lockOptions{wait: n.cfg.DefaultWait, scope: ScopeCluster}
+	// its checks cost the repeat lock about 15 ns (8f8142a).
+	o := n.defaultOptions()
 	if len(opts) > 0 {
 		var err error
 		if o, err = n.options(opts); err != nil {

@@ -177,8 +177,9 @@ func (m *Machine) failOverdue(now time.Time, key string, ks *keyState) {
 				kept = append(kept, w)
 				continue
 			}
+			// Nobody answered, so waitDetail says the home did not.
 			m.event(Event{Kind: Failed, Key: key, Locker: w.locker, Reason: ReasonUnavailable,
-				Detail: fmt.Sprintf("no answer from home %s in %v", m.targetID(ks), w.silentFor)})
+				Detail: fmt.Sprintf("%s in %v", m.waitDetail(ks), w.silentFor)})
 			continue
 		}
 		reason, detail := ReasonUnavailable, ks.more().detail
@@ -228,6 +229,11 @@ func (m *Machine) heldDetail(ks *keyState) string {
 	return fmt.Sprintf("delegation %s is held here but closed to new critical sections (recalled or renewing)", m.dtok(ks))
 }
 
+// NoAnswer begins the detail of a lock that failed because the key's home
+// answered nothing: the home is down, paused, or cut off from this node
+// (perhaps from this node alone, which another node may then reach).
+const NoAnswer = "no answer from home"
+
 func (m *Machine) waitDetail(ks *keyState) string {
 	target := m.targetID(ks)
 	switch ks.waitReason {
@@ -241,7 +247,7 @@ func (m *Machine) waitDetail(ks *keyState) string {
 	if target == "" {
 		return "no home known for the key (no epoch learned)"
 	}
-	return fmt.Sprintf("no answer from home %s", target)
+	return NoAnswer + " " + string(target)
 }
 
 // request starts a new Acquire. Request IDs only grow, across restarts too,

@@ -8,7 +8,7 @@ import (
 	"math"
 	"net"
 	"sync"
-	"time"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
@@ -44,9 +44,10 @@ type GRPC struct {
 	// senders orders streams per sending node (see receiver.go).
 	sendersMu sync.Mutex
 	senders   map[msg.NodeID]*senderSlot
-	// ended keeps when each peer whose stream has ended was last heard
-	// from, for HeardFrom (under sendersMu).
-	ended map[msg.NodeID]time.Time
+	// heard is when a frame last arrived from each sender (Unix ns), kept
+	// after its streams end (HeardFrom). The map is under sendersMu; each
+	// sender's streams store into its entry.
+	heard map[msg.NodeID]*atomic.Int64
 
 	wg       sync.WaitGroup // peer goroutines
 	serveErr chan error

@@ -31,8 +31,8 @@ type receiver struct {
 type senderSlot struct {
 	mu  sync.Mutex
 	gen uint64
-	// heard is when the sender's last frame arrived (Unix ns; 0: never).
-	heard atomic.Int64
+	// heard is the sender's entry in GRPC.heard.
+	heard *atomic.Int64
 }
 
 func (r *receiver) Stream(s grpc.ClientStreamingServer[pb.Batch, pb.StreamSummary]) error {
@@ -97,18 +97,15 @@ func (g *GRPC) deliverFrame(from msg.NodeID, slot *senderSlot, gen uint64, frame
 }
 
 // HeardFrom reports when a frame last arrived from each peer that has
-// sent one since this transport started: a peer that gossip shows alive
-// but that has not been heard from for longer than its renewal rounds
-// (EpochLease / 3) cannot reach this node (a partial partition).
+// sent one since this transport started, whether or not its stream still
+// runs: a peer that membership shows alive but that has sent nothing for
+// long cannot reach this node (a partial partition).
 func (g *GRPC) HeardFrom() map[msg.NodeID]time.Time {
 	g.sendersMu.Lock()
 	defer g.sendersMu.Unlock()
-	heard := make(map[msg.NodeID]time.Time, len(g.senders)+len(g.ended))
-	for id, t := range g.ended {
-		heard[id] = t
-	}
-	for id, slot := range g.senders {
-		if ns := slot.heard.Load(); ns != 0 {
+	heard := make(map[msg.NodeID]time.Time, len(g.heard))
+	for id, at := range g.heard {
+		if ns := at.Load(); ns != 0 {
 			heard[id] = time.Unix(0, ns)
 		}
 	}
@@ -119,7 +116,15 @@ func (g *GRPC) claimSlot(from msg.NodeID) (*senderSlot, uint64) {
 	g.sendersMu.Lock()
 	slot, ok := g.senders[from]
 	if !ok {
-		slot = &senderSlot{}
+		at := g.heard[from]
+		if at == nil {
+			if g.heard == nil {
+				g.heard = make(map[msg.NodeID]*atomic.Int64)
+			}
+			at = new(atomic.Int64)
+			g.heard[from] = at
+		}
+		slot = &senderSlot{heard: at}
 		g.senders[from] = slot
 	}
 	// Still under sendersMu: releaseSlot must not forget a slot between our
@@ -142,11 +147,5 @@ func (g *GRPC) releaseSlot(from msg.NodeID, slot *senderSlot, gen uint64) {
 	slot.mu.Unlock()
 	if current && g.senders[from] == slot {
 		delete(g.senders, from)
-		if ns := slot.heard.Load(); ns != 0 {
-			if g.ended == nil {
-				g.ended = make(map[msg.NodeID]time.Time)
-			}
-			g.ended[from] = time.Unix(0, ns)
-		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/homelock/homelock"
 	"github.com/homelock/homelock/clientapi"
+	"github.com/homelock/homelock/delegation"
 )
 
 const defaultAPIAddr = "127.0.0.1:7950"
@@ -47,8 +48,9 @@ const connectBound = 2 * time.Second
 
 // homeSilence is how long a node that is not the last --node listed waits
 // for a key's home that answers it nothing before it gives way to the next
-// (homelock.WithHomeSilence): a second, ten of the node's retries, or half
-// of what is left of --wait, so that the next node has the other half.
+// (homelock.WithHomeSilence): a second (ten retries at the default
+// RetryInterval), or half of what is left of --wait, so that the next node
+// has the other half.
 func homeSilence(wait time.Duration) time.Duration { return min(time.Second, wait/2) }
 
 // forwarded are the signals `homelock lock` passes on to its command, as
@@ -378,7 +380,7 @@ func refusal(a lockArgs, err error) *lockError {
 		return &lockError{code: exitNoNode, msg: fmt.Sprintf("node %s unreachable: %s%s", a.api.node, s.Message(), a.api.hint(err)), tryNext: true}
 	case codes.FailedPrecondition, codes.ResourceExhausted:
 		hint := ""
-		if len(a.nodes) == 1 && strings.Contains(s.Message(), "no answer from home") {
+		if len(a.nodes) == 1 && strings.Contains(s.Message(), delegation.NoAnswer) {
 			// A home cut off from this node alone (a partial partition)
 			// stays a member, so this node never hears from it; another
 			// node may.
