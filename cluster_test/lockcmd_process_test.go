@@ -320,7 +320,11 @@ func leftoverHolds(t *testing.T, bin, dir string, procs []*hlProc) {
 func jobControl(t *testing.T, bin, dir string, procs []*hlProc) {
 	key := keyHomedAt("n2", "jobcontrol")
 	started, finished := filepath.Join(dir, key+"-started"), filepath.Join(dir, key+"-finished")
-	held, exited := startHeld(t, bin, procs[0].api, key, fmt.Sprintf(`touch %q; sleep 3; touch %q`, started, finished), started)
+	// COMMAND's sleep counts on through the stop (Linux restarts it
+	// against its first deadline), so it must outlast the stop (about 3 s)
+	// by enough for the node's answer to arrive before COMMAND ends: with
+	// `sleep 3` it could end first, and the answer was never said.
+	held, exited := startHeld(t, bin, procs[0].api, key, fmt.Sprintf(`touch %q; sleep 6; touch %q`, started, finished), started)
 	group := -held.cmd.Process.Pid
 	if err := syscall.Kill(group, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
