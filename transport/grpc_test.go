@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -281,4 +282,30 @@ func TestGRPCHeardFrom(t *testing.T) {
 		return len(b.t.senders) == 0
 	}, 5*time.Second, 10*time.Millisecond, "a's stream to b never ended")
 	require.Equal(t, heard, b.t.HeardFrom()["a"], "the last time heard outlives the stream")
+}
+
+// TestGRPCHeardIsBounded: senders past maxHeard (any process can name
+// itself anything) cost the oldest silent entry, never one with a stream
+// open.
+func TestGRPCHeardIsBounded(t *testing.T) {
+	b := newGRPCNode(t, "b", nil)
+	defer closeAll(t, b.t)
+	open, gen := b.t.claimSlot("talking")
+	open.heard.Store(1) // heard from longest ago, but its stream is open
+	for i := range maxHeard + 10 {
+		from := msg.NodeID(fmt.Sprintf("n%d", i))
+		slot, gen := b.t.claimSlot(from)
+		slot.heard.Store(int64(100 + i))
+		b.t.releaseSlot(from, slot, gen)
+	}
+	heard := b.t.HeardFrom()
+	has := func(id msg.NodeID) bool { _, ok := heard[id]; return ok }
+	require.Len(t, heard, maxHeard)
+	require.True(t, has("talking"), "the sender with a stream open was forgotten")
+	for i := range 11 { // "talking" took a place: 11 went
+		require.False(t, has(msg.NodeID(fmt.Sprintf("n%d", i))), "n%d, among the longest silent, is still kept", i)
+	}
+	require.True(t, has("n11"), "n11 was forgotten before older ones")
+	require.True(t, has(msg.NodeID(fmt.Sprintf("n%d", maxHeard+9))), "the newest sender was forgotten")
+	b.t.releaseSlot("talking", open, gen)
 }

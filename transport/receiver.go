@@ -121,6 +121,9 @@ func (g *GRPC) claimSlot(from msg.NodeID) (*senderSlot, uint64) {
 			if g.heard == nil {
 				g.heard = make(map[msg.NodeID]*atomic.Int64)
 			}
+			if len(g.heard) >= maxHeard {
+				g.forgetLongestSilent()
+			}
 			at = new(atomic.Int64)
 			g.heard[from] = at
 		}
@@ -139,6 +142,32 @@ func (g *GRPC) claimSlot(from msg.NodeID) (*senderSlot, uint64) {
 
 // releaseSlot forgets the slot when its last stream ends, so the map holds
 // only senders with a live stream.
+// maxHeard bounds GRPC.heard: any process that reaches the port can open a
+// stream under a sender name of its choosing, and a cluster's own members
+// are far fewer.
+const maxHeard = 1024
+
+// forgetLongestSilent drops, from a full GRPC.heard, the sender heard from
+// longest ago among those with no stream open (sendersMu held): a member
+// still talking is never forgotten, and one that went quiet long ago has
+// said all HeardFrom could tell of it.
+func (g *GRPC) forgetLongestSilent() {
+	var oldest msg.NodeID
+	var oldestAt int64
+	found := false
+	for id, at := range g.heard {
+		if _, open := g.senders[id]; open {
+			continue
+		}
+		if ns := at.Load(); !found || ns < oldestAt {
+			oldest, oldestAt, found = id, ns, true
+		}
+	}
+	if found {
+		delete(g.heard, oldest)
+	}
+}
+
 func (g *GRPC) releaseSlot(from msg.NodeID, slot *senderSlot, gen uint64) {
 	g.sendersMu.Lock()
 	defer g.sendersMu.Unlock()
