@@ -10,8 +10,8 @@ const usage = `homelock: cluster-wide locks with fencing tokens.
 
 Usage:
   homelock node --id ID --data-dir DIR [--bootstrap --initial IDS | --join ADDRS] [flags]
-  homelock lock [--node ADDR] [--lease D] [--wait D] [--try] NAME -- COMMAND [ARGS...]
-  homelock status [--node ADDR] [--json]
+  homelock lock [--node ADDR[,ADDR...]] [--lease D] [--wait D] [--try] NAME -- COMMAND [ARGS...]
+  homelock status [--node ADDR[,ADDR...]] [--json]
   homelock sim [--seeds N | --seed S] [--nodes K] [--trace] [--json]
   homelock harness [--duration D] [--out DIR] ...   (the measurement gate: a local 3-node cluster)
   homelock version
