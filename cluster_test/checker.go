@@ -155,7 +155,7 @@ func (c *checker) settled() time.Time {
 
 func (c *checker) lockStarted(cs *critical, deadline time.Time) {
 	if cs.started.After(c.settled()) && !cs.long && cs.started.Before(simBase.Add(c.s.cfg.Duration-c.s.queueWait())) {
-		c.bump(c.asked, cs.key, cs.node.id)
+		perNode(c.asked, cs.key)[cs.node.id]++
 	}
 	if !cs.oneShot && !cs.started.Before(c.s.healedAt) {
 		c.workedAfterHeal[cs.node.id] = true
@@ -178,27 +178,21 @@ func (c *checker) lockStarted(cs *critical, deadline time.Time) {
 
 // sentAcquire and receivedWait keep lastAcquire and queuedBehind.
 func (c *checker) sentAcquire(from msg.NodeID, a msg.Acquire) {
-	setReq(c.lastAcquire, a.Key, from, a.Req)
+	perNode(c.lastAcquire, a.Key)[from] = a.Req
 }
 
 func (c *checker) receivedWait(to msg.NodeID, w msg.Wait) {
 	if w.Reason == msg.WaitHolder {
-		setReq(c.queuedBehind, w.Key, to, w.Req)
+		perNode(c.queuedBehind, w.Key)[to] = w.Req
 	}
 }
 
-func setReq(m map[string]map[msg.NodeID]msg.RequestID, key string, id msg.NodeID, req msg.RequestID) {
+// perNode is key's map in m, made on first use.
+func perNode[V any](m map[string]map[msg.NodeID]V, key string) map[msg.NodeID]V {
 	if m[key] == nil {
-		m[key] = make(map[msg.NodeID]msg.RequestID)
+		m[key] = make(map[msg.NodeID]V)
 	}
-	m[key][id] = req
-}
-
-func (c *checker) bump(m map[string]map[msg.NodeID]int, key string, id msg.NodeID) {
-	if m[key] == nil {
-		m[key] = make(map[msg.NodeID]int)
-	}
-	m[key][id]++
+	return m[key]
 }
 
 // admit checks I1 (no other critical section on the key is still valid on
@@ -239,7 +233,7 @@ func (c *checker) admit(cs *critical) {
 	c.maxAdmit[cs.key] = cs.token
 	c.open[cs.key] = append(c.open[cs.key], cs)
 	if cs.at.After(c.settled()) {
-		c.bump(c.progress, cs.key, cs.node.id)
+		perNode(c.progress, cs.key)[cs.node.id]++
 	}
 }
 

@@ -140,8 +140,6 @@ func (g *GRPC) claimSlot(from msg.NodeID) (*senderSlot, uint64) {
 	return slot, gen
 }
 
-// releaseSlot forgets the slot when its last stream ends, so the map holds
-// only senders with a live stream.
 // maxHeard bounds GRPC.heard: any process that reaches the port can open a
 // stream under a sender name of its choosing, and a cluster's own members
 // are far fewer.
@@ -168,6 +166,8 @@ func (g *GRPC) forgetLongestSilent() {
 	}
 }
 
+// releaseSlot forgets the slot when its last stream ends, so the map holds
+// only senders with a live stream.
 func (g *GRPC) releaseSlot(from msg.NodeID, slot *senderSlot, gen uint64) {
 	g.sendersMu.Lock()
 	defer g.sendersMu.Unlock()
