@@ -60,6 +60,7 @@ func TestClockJumpDropsHeldDelegations(t *testing.T) {
 		t.Fatal("a wall-clock jump did not revoke the held handle")
 	}
 	require.True(t, errors.Is(h.Valid(), ErrLeaseExpired), "Valid after the jump: %v", h.Valid())
+	require.ErrorContains(t, h.Valid(), "lost: clock jump")
 	require.Equal(t, uint64(1), n.Stats().ClockJumps)
 }
 

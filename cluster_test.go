@@ -183,9 +183,19 @@ func TestKilledNodeRehomed(t *testing.T) {
 	require.NoError(t, err)
 	tok1 := h.Token()
 	require.NoError(t, h.Unlock())
+	held, err := c.nodes[0].Lock(ctx, c.keyHomedAt(2, "held"))
+	require.NoError(t, err)
 
 	require.NoError(t, c.nodes[2].Close(killed()))
 	c.nodes[2] = nil
+	// The section n1 held under n3's delegation ends when that delegation
+	// can no longer be renewed, and says so.
+	select {
+	case <-held.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a section under a killed home's delegation outlived the delegation's lease")
+	}
+	require.ErrorContains(t, held.Valid(), "lost: delegation lease expired")
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		st := c.nodes[0].Status()

@@ -122,6 +122,7 @@ func TestNodeScope(t *testing.T) {
 	require.NoError(t, err)
 	<-h.Done()
 	require.ErrorIs(t, h.Valid(), ErrLeaseExpired)
+	require.ErrorContains(t, h.Valid(), "lost: its lease ran out")
 }
 
 // LockAll takes keys in one order and gives back sorted, deduplicated handles.

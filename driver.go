@@ -1,6 +1,7 @@
 package homelock
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -211,21 +212,27 @@ func (n *Node) fail(err error) {
 		w.err = fmt.Errorf("%w: key %q: store failed: %v", ErrClosed, w.key, err)
 		close(w.done)
 	}
-	n.revokeAll()
+	n.revokeAll("the node's store failed: " + err.Error())
 }
 
-// revokeAll ends every admitted critical section as lost (all locks held).
-func (n *Node) revokeAll() {
+// revokeAll ends every admitted critical section as lost, for why (all
+// locks held).
+func (n *Node) revokeAll(why string) {
 	for i := range n.shards {
 		s := &n.shards[i]
 		for j, h := range s.sections {
 			if h != nil {
 				s.sections[j] = nil
-				h.end()
+				h.end(why)
 			}
 		}
 	}
 }
+
+// whyLeaseRanOut is why a section whose own lease (WithLease, or its
+// delegation's while it drained) ran out was lost: the delegation machine's
+// Revoked event for it has no Detail.
+const whyLeaseRanOut = "its lease ran out"
 
 // deliver hands one event to its locker or runs a store hook (mu held).
 func (n *Node) deliver(now time.Time, e delegation.Event) {
@@ -248,8 +255,9 @@ func (n *Node) deliver(now time.Time, e delegation.Event) {
 		s := n.shardOf(e.Key)
 		if h := s.section(e.Slot); h != nil && h.locker == e.Locker {
 			s.setSection(e.Slot, nil)
-			h.end()
-			n.log.Debug("lease lost", "key", e.Key, "token", e.Token, "detail", e.Detail)
+			why := cmp.Or(e.Detail, whyLeaseRanOut)
+			h.end(why)
+			n.log.Debug("lease lost", "key", e.Key, "token", e.Token, "detail", why)
 		}
 	case delegation.Failed:
 		if w := n.waiters[e.Locker]; w != nil {

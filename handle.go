@@ -50,6 +50,9 @@ type section struct {
 	// finish, which runs after the state left held, needs the mutex only
 	// if one of them may have made something to close.
 	asked atomic.Bool
+	// lost says why the section was lost, for Valid and Unlock: set before
+	// the state moves to lost, and a lost section is never reused.
+	lost atomic.Pointer[string]
 
 	mu sync.Mutex
 	// more is made on first use (Done, Context) or for a node-scope lock,
@@ -165,7 +168,7 @@ func (h Handle) Valid() error {
 	case st == stateReleased:
 		return fmt.Errorf("%w: key %q token %s: unlocked", ErrLeaseExpired, h.key, h.token)
 	case st == stateLost:
-		return fmt.Errorf("%w: key %q token %s: revoked", ErrLeaseExpired, h.key, h.token)
+		return fmt.Errorf("%w: key %q token %s: lost: %s", ErrLeaseExpired, h.key, h.token, h.s.lostWhy())
 	}
 	if bootNanos(h.s.n.clock.Now()) >= exp {
 		return fmt.Errorf("%w: key %q token %s: lease ran out", ErrLeaseExpired, h.key, h.token)
@@ -231,7 +234,7 @@ func (h Handle) Unlock() error {
 	}
 	if !h.s.word.CompareAndSwap(packWord(h.gen, stateHeld), packWord(h.gen, stateReleased)) {
 		if h.s.word.Load() == packWord(h.gen, stateLost) {
-			return fmt.Errorf("%w: key %q token %s: lost before unlock", ErrLeaseExpired, h.key, h.token)
+			return fmt.Errorf("%w: key %q token %s: lost before unlock: %s", ErrLeaseExpired, h.key, h.token, h.s.lostWhy())
 		}
 		return nil
 	}
@@ -244,13 +247,28 @@ func (h Handle) Unlock() error {
 	return nil
 }
 
-// end marks the section lost (revoked, expired, node closed) unless it was
-// already unlocked, and wakes Done and Context.
-func (s *section) end() {
+// end marks the section lost for why (revoked, expired, node closed) unless
+// it was already unlocked, and wakes Done and Context.
+func (s *section) end(why string) {
 	if w := s.word.Load(); w&stateMask == stateHeld {
-		s.word.CompareAndSwap(w, w&^stateMask|stateLost)
+		s.lose(w, why)
 	}
 	s.finish()
+}
+
+// lose moves the section from held word w to lost, for why; false if the
+// state had moved on (an Unlock came first).
+func (s *section) lose(w uint64, why string) bool {
+	s.lost.Store(&why)
+	return s.word.CompareAndSwap(w, w&^stateMask|stateLost)
+}
+
+// lostWhy is why a lost section was lost.
+func (s *section) lostWhy() string {
+	if why := s.lost.Load(); why != nil && *why != "" {
+		return *why
+	}
+	return "revoked"
 }
 
 // finish wakes Done and Context of a section whose state has left held.

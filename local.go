@@ -96,7 +96,7 @@ func (n *Node) lockLocal(ctx context.Context, key string, o lockOptions, try boo
 	sec.word.Store(packWord(h.gen, stateHeld))
 	if o.lease > 0 {
 		sec.more.timer = time.AfterFunc(o.lease, func() {
-			if sec.word.CompareAndSwap(packWord(h.gen, stateHeld), packWord(h.gen, stateLost)) {
+			if sec.lose(packWord(h.gen, stateHeld), whyLeaseRanOut) {
 				n.releaseLocal(sec, key) // the timer fired: nothing to stop
 				sec.finish()
 			}

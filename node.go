@@ -470,7 +470,7 @@ func (n *Node) shutdown() error {
 		w.err = fmt.Errorf("%w: key %q", ErrClosed, w.key)
 		close(w.done)
 	}
-	n.revokeAll()
+	n.revokeAll("the node closed")
 	n.unlockAll()
 
 	close(n.stop)

@@ -102,8 +102,10 @@ func TestLeaseRunsOut(t *testing.T) {
 		t.Fatal("Done not closed after the lease")
 	}
 	require.ErrorIs(t, h.Valid(), ErrLeaseExpired)
+	require.ErrorContains(t, h.Valid(), "lost: its lease ran out")
 	require.Zero(t, h.Remaining())
 	require.ErrorIs(t, h.Unlock(), ErrLeaseExpired)
+	require.ErrorContains(t, h.Unlock(), "lost before unlock: its lease ran out")
 	require.ErrorIs(t, h.Context().Err(), context.Canceled)
 }
 
@@ -112,4 +114,15 @@ func TestCloseThenLock(t *testing.T) {
 	require.NoError(t, n.Close(context.Background()))
 	_, err := n.Lock(context.Background(), "k")
 	require.True(t, errors.Is(err, ErrClosed), "%v", err)
+}
+
+// A section still held when its node is killed ends, and says why.
+func TestKillEndsHeldSections(t *testing.T) {
+	n := readyNode(t)
+	h, err := n.Lock(context.Background(), "k")
+	require.NoError(t, err)
+	require.NoError(t, n.Close(killed()))
+	<-h.Done()
+	require.ErrorIs(t, h.Valid(), ErrLeaseExpired)
+	require.ErrorContains(t, h.Valid(), "lost: the node closed")
 }

@@ -66,6 +66,8 @@ func TestStoreFailureTakesNodeOut(t *testing.T) {
 	h, err := c.nodes[0].Lock(ctx, key)
 	require.NoError(t, err)
 	require.NoError(t, h.Unlock())
+	held, err := c.nodes[3].Lock(ctx, c.keyHomedAt(0, "held"))
+	require.NoError(t, err)
 
 	// n3 leaves: the epoch without it is a write on n4, which fails.
 	fail.Store(true)
@@ -81,6 +83,9 @@ func TestStoreFailureTakesNodeOut(t *testing.T) {
 	require.ErrorIs(t, c.nodes[3].Err(), ErrStoreFailed)
 	require.ErrorIs(t, c.nodes[3].Err(), errCounterDisk)
 	require.Contains(t, c.nodes[3].Status().Reason, "store failed")
+	<-held.Done()
+	require.ErrorContains(t, held.Valid(), "lost: the node's store failed: ")
+	require.ErrorContains(t, held.Valid(), errCounterDisk.Error())
 	_, err = c.nodes[3].Lock(ctx, key)
 	require.ErrorIs(t, err, ErrClosed)
 	require.NoError(t, c.nodes[0].Err())
