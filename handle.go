@@ -159,7 +159,9 @@ func (h Handle) Remaining() time.Duration {
 
 // Valid returns nil while the critical section may still commit, and an
 // error wrapping ErrLeaseExpired once its lease ran out on this node's clock,
-// it was revoked (its delegation lost), or it was unlocked.
+// it was revoked (its delegation lost), or it was unlocked. A lost section's
+// error says why ("lost: delegation lease expired", "lost: clock jump", ...:
+// docs/locks.md, "What a user sees").
 func (h Handle) Valid() error {
 	st, exp := h.state()
 	switch {
