@@ -229,9 +229,8 @@ func (n *Node) revokeAll(why string) {
 	}
 }
 
-// whyLeaseRanOut is why a section whose own lease (WithLease, or its
-// delegation's while it drained) ran out was lost: the delegation machine's
-// Revoked event for it has no Detail.
+// whyLeaseRanOut is why a section whose own lease (WithLease) ran out was
+// lost: the delegation machine's Revoked event for it has no Detail.
 const whyLeaseRanOut = "its lease ran out"
 
 // deliver hands one event to its locker or runs a store hook (mu held).
