@@ -265,13 +265,9 @@ func (s *section) lose(w uint64, why string) bool {
 	return s.word.CompareAndSwap(w, w&^stateMask|stateLost)
 }
 
-// lostWhy is why a lost section was lost.
-func (s *section) lostWhy() string {
-	if why := s.lost.Load(); why != nil && *why != "" {
-		return *why
-	}
-	return "revoked"
-}
+// lostWhy is why a lost section was lost (lose, the only way into lost,
+// stored it first).
+func (s *section) lostWhy() string { return *s.lost.Load() }
 
 // finish wakes Done and Context of a section whose state has left held.
 // A second call finds nothing to wake.
