@@ -1,7 +1,6 @@
 package homelock
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -229,10 +228,6 @@ func (n *Node) revokeAll(why string) {
 	}
 }
 
-// whyLeaseRanOut is why a section whose own lease (WithLease) ran out was
-// lost: the delegation machine's Revoked event for it has no Detail.
-const whyLeaseRanOut = "its lease ran out"
-
 // deliver hands one event to its locker or runs a store hook (mu held).
 func (n *Node) deliver(now time.Time, e delegation.Event) {
 	switch e.Kind {
@@ -254,9 +249,8 @@ func (n *Node) deliver(now time.Time, e delegation.Event) {
 		s := n.shardOf(e.Key)
 		if h := s.section(e.Slot); h != nil && h.locker == e.Locker {
 			s.setSection(e.Slot, nil)
-			why := cmp.Or(e.Detail, whyLeaseRanOut)
-			h.end(why)
-			n.log.Debug("lease lost", "key", e.Key, "token", e.Token, "detail", why)
+			h.end(e.Detail)
+			n.log.Debug("lease lost", "key", e.Key, "token", e.Token, "detail", e.Detail)
 		}
 	case delegation.Failed:
 		if w := n.waiters[e.Locker]; w != nil {

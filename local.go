@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/homelock/homelock/delegation"
 	"github.com/homelock/homelock/fence"
 )
 
@@ -96,7 +97,7 @@ func (n *Node) lockLocal(ctx context.Context, key string, o lockOptions, try boo
 	sec.word.Store(packWord(h.gen, stateHeld))
 	if o.lease > 0 {
 		sec.more.timer = time.AfterFunc(o.lease, func() {
-			if sec.lose(packWord(h.gen, stateHeld), whyLeaseRanOut) {
+			if sec.lose(packWord(h.gen, stateHeld), delegation.DetailLeaseRanOut) {
 				n.releaseLocal(sec, key) // the timer fired: nothing to stop
 				sec.finish()
 			}

@@ -82,9 +82,14 @@ type Event struct {
 	Barrier  []byte
 	Deadline time.Time
 	Reason   Reason
-	// Detail says more for a human (which home, which refusal).
+	// Detail says more for a human (which home, which refusal); every
+	// Revoked has one, which says why the section was lost.
 	Detail string
 }
+
+// DetailLeaseRanOut is a Revoked event's Detail when the section's own
+// lease (shorter than its delegation's) ran out, not the delegation.
+const DetailLeaseRanOut = "its lease ran out"
 
 // Output is what the machine asks its driver to do.
 type Output struct {

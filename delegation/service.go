@@ -18,7 +18,7 @@ func (m *Machine) service(now time.Time, key string, ks *keyState) {
 	}
 	if ks.active != 0 && !now.Before(m.handleEnd(ks)) {
 		s := m.shardOf(key)
-		m.event(Event{Kind: Revoked, Slot: ks.active, Key: key, Locker: s.handle(ks).locker, Token: m.tok(ks), Reason: ReasonLeaseExpired})
+		m.event(Event{Kind: Revoked, Slot: ks.active, Key: key, Locker: s.handle(ks).locker, Token: m.tok(ks), Reason: ReasonLeaseExpired, Detail: DetailLeaseRanOut})
 		s.endActive(ks)
 	}
 	m.failOverdue(now, key, ks)
