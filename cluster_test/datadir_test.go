@@ -1,7 +1,6 @@
 package clustertest
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -31,7 +30,8 @@ func TestProcessDataDir(t *testing.T) {
 	}
 
 	first := node()
-	var out bytes.Buffer
+	// Read while the node runs: exec's copier writes it meanwhile.
+	var out syncBuffer
 	first.Stdout, first.Stderr = &out, &out
 	if err := dieWithTest(first).Start(); err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package clustertest
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -30,7 +29,7 @@ func keyHomedAt(id, prefix string) string {
 // stops it.
 type lockedCommand struct {
 	cmd *exec.Cmd
-	out bytes.Buffer
+	out syncBuffer // read, when a check fails, while the command may still run
 	// stopped is a file written the moment the lock command has exited.
 	stopped string
 	done    chan error
