@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -46,6 +47,10 @@ func TestProcessesLockCommand(t *testing.T) {
 	t.Run("signal/terminal", func(t *testing.T) { terminalInterrupt(t, bin, dir, procs) })
 	t.Run("leftover", func(t *testing.T) { leftoverHolds(t, bin, dir, procs) })
 	t.Run("job-control", func(t *testing.T) { jobControl(t, bin, dir, procs) })
+	for _, k := range killings {
+		t.Run(k.name, func(t *testing.T) { killedHolder(t, bin, dir, procs, k) })
+	}
+	t.Run("release-at-exit", func(t *testing.T) { releasedAtExit(t, bin, dir, procs) })
 	t.Run("wait/mute-port", func(t *testing.T) { muteNode(t, bin) })
 	t.Run("wait/stopped-node", func(t *testing.T) { stoppedNode(t, bin, procs) })
 	// It stops n3.
@@ -347,6 +352,148 @@ func jobControl(t *testing.T, bin, dir string, procs []*hlProc) {
 		t.Fatalf("COMMAND did not finish: %v\n%s", err, said)
 	}
 	t.Logf("stopped and resumed: %s", strings.TrimSpace(said))
+}
+
+// A killing of `homelock lock` (the process the user started, its
+// supervisor, or the lock command proper below it) while COMMAND waits for
+// a sleep it put in the background.
+type killing struct {
+	name   string
+	client bool // the lock command proper, not the supervisor
+	sig    syscall.Signal
+	// wantCode is the supervisor's exit status (-1: killed itself) and
+	// wantSaid what `homelock lock` says.
+	wantCode int
+	wantSaid string
+}
+
+var killings = []killing{
+	// The lock command, which still holds the lock, kills COMMAND and the
+	// sleep, and only then lets the lock go. Before the supervisor, the
+	// sleep ran on without the lock.
+	{name: "SIGKILL/lock-command", sig: syscall.SIGKILL, wantCode: -1, wantSaid: "killed (its supervisor is gone): killing COMMAND and every process it started"},
+	// The client the OOM killer would pick: its lock ends with it; the
+	// supervisor kills the sleep.
+	{name: "SIGKILL/lock-client", client: true, sig: syscall.SIGKILL, wantCode: 1,
+		wantSaid: "died of signal 9 (killed), which ended its lock; killed what COMMAND left running (PID "},
+	// Go's runtime dumps the goroutines and exits 2 on SIGQUIT, as on a
+	// panic: an exit, not a death by signal, with processes left.
+	{name: "SIGQUIT/lock-client", client: true, sig: syscall.SIGQUIT, wantCode: 2,
+		wantSaid: "exited (status 2) with processes left below it; killed them (PID "},
+}
+
+// killedHolder: COMMAND puts a sleep in the background and waits for it,
+// and k kills the lock command. The sleep must be gone afterwards, and
+// when the supervisor was killed, before the next locker (through n3) got
+// the lock.
+func killedHolder(t *testing.T, bin, dir string, procs []*hlProc, k killing) {
+	client := k.client
+	name := strings.ReplaceAll(strings.ToLower(k.name), "/", "-")
+	key := keyHomedAt("n2", "killed-"+name)
+	started, bgFile := filepath.Join(dir, key+"-started"), filepath.Join(dir, key+"-bg")
+	first, exited := startHeld(t, bin, procs[0].api, key, fmt.Sprintf(`sleep 300 & echo $! > %q; touch %q; wait`, bgFile, started), started)
+	bg := backgroundPID(t, bgFile)
+	supervisor := first.cmd.Process.Pid
+	lockCmd := childrenOf(supervisor)
+	if len(lockCmd) != 1 || !processLive(bg) {
+		t.Fatalf("below the supervisor (PID %d): %v, want the lock command alone; background sleep %d live: %v", supervisor, lockCmd, bg, processLive(bg))
+	}
+	victim := supervisor
+	if client {
+		victim = lockCmd[0]
+	}
+	if err := syscall.Kill(victim, k.sig); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "lock", key, "--node", procs[2].api, "--wait", "20s", "--",
+		"sh", "-c", fmt.Sprintf(`if grep -qs ') [^Z]' /proc/%d/stat; then echo OVERLAP; else echo after; fi`, bg)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("the next lock of %s: %v\n%s", key, err, out)
+	}
+	if got := strings.TrimSpace(string(out)); got != "after" && !client {
+		t.Fatalf("the next critical section on %s began while the background sleep still ran (%q)\nfirst: %s", key, got, first.said())
+	}
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the lock command's processes never exited\n%s", first.said())
+	}
+	said := first.said()
+	waitFor(t, 5*time.Second, "the background sleep to be gone", func() bool { return !processLive(bg) })
+	waitFor(t, 5*time.Second, "the lock command to be gone", func() bool { return !processLive(lockCmd[0]) })
+	if code := first.cmd.ProcessState.ExitCode(); code != k.wantCode || !strings.Contains(said, k.wantSaid) {
+		t.Fatalf("homelock lock exited %d and said, want %d and %q:\n%s", code, k.wantCode, k.wantSaid, said)
+	}
+	if i := strings.LastIndex(said, "homelock lock:"); i >= 0 {
+		said = said[i:] // past a SIGQUIT's goroutine dump
+	}
+	t.Logf("%s: the background sleep is gone; the next locker saw %s; then: %s", k.name, strings.TrimSpace(string(out)), strings.TrimSpace(said))
+}
+
+// releasedAtExit: with --release-at-exit, what COMMAND started runs on
+// after the lock command returns; the supervisor leaves it be.
+func releasedAtExit(t *testing.T, bin, dir string, procs []*hlProc) {
+	key := keyHomedAt("n2", "released-at-exit")
+	started, bgFile := filepath.Join(dir, key+"-started"), filepath.Join(dir, key+"-bg")
+	first, exited := startHeld(t, bin, procs[0].api, key, fmt.Sprintf(`sleep 300 > /dev/null 2>&1 & echo $! > %q; touch %q`, bgFile, started), started, "--release-at-exit")
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("homelock lock --release-at-exit never exited\n%s", first.said())
+	}
+	bg := backgroundPID(t, bgFile)
+	time.Sleep(200 * time.Millisecond)
+	if code := first.cmd.ProcessState.ExitCode(); code != 0 || !processLive(bg) {
+		t.Fatalf("homelock lock --release-at-exit exited %d (want 0), the sleep it left live: %v (want true)\n%s", code, processLive(bg), first.said())
+	}
+}
+
+// backgroundPID reads the PID a script wrote to file (its background
+// job's), which the test's cleanup kills should it still run.
+func backgroundPID(t *testing.T, file string) int {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	return pid
+}
+
+// childrenOf lists the live processes whose parent is pid.
+func childrenOf(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 1 && f[0] != "Z" && f[1] == strconv.Itoa(pid) {
+			out = append(out, child)
+		}
+	}
+	return out
+}
+
+// processLive reports whether pid is a process that has not exited (a
+// zombie has).
+func processLive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(f) > 0 && f[0] != "Z"
 }
 
 // heldCommand is `homelock lock KEY --node API -- sh -c SCRIPT`, running.

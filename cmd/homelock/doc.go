@@ -21,8 +21,10 @@
 // the lock command's own clock, which counts a suspend, because the node
 // went silent) stops COMMAND and every process it started with SIGTERM,
 // then SIGKILL, unless it ran out while the lock command did not run
-// (Ctrl-Z, a suspend) and the node says the lock is still held. On Linux, COMMAND dies with a SIGKILLed lock command (its
-// lock ends with it). --wait is kept on the lock command's
+// (Ctrl-Z, a suspend) and the node says the lock is still held. On Linux a
+// SIGKILL to the lock command SIGKILLs COMMAND and every process it
+// started, and the lock is held until they have exited (the process a user
+// starts supervises the lock command proper; supervise_linux.go). --wait is kept on the lock command's
 // own clock too, so a node that never answers costs --wait plus two
 // RetryIntervals. --node may list several nodes: one that cannot grant the
 // lock itself (unreachable, cut off, shutting down) gives way to the next.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -79,8 +80,11 @@ after COMMAND has exited, and (on Linux) every process it started too:
     same way, and the node keeps the lock until they have exited: for
     --kill-after plus 2s, which this command tells it (at least 10s, at most
     10min).
-  - If homelock lock is killed outright (SIGKILL), COMMAND is killed with it
-    (Linux); processes COMMAND started are not.
+  - If homelock lock is killed outright (SIGKILL), COMMAND and every process
+    it started are SIGKILLed, and the lock is held until they have exited
+    (Linux: the process you start supervises the lock command below it,
+    which learns of its death from the kernel; if that lock command is the
+    one killed, its lock ends at once and the supervisor kills them).
   - With --release-at-exit the lock is released when COMMAND exits, and
     what it left running (a daemon it started) runs on without it, as with
     flock -o. While COMMAND runs, they are under the lock all the same.
@@ -199,6 +203,17 @@ func parseLockArgs(args []string, out io.Writer) (lockArgs, error) {
 }
 
 func runLock(args []string, stdout, stderr io.Writer) int {
+	return lockMain(args, stdout, stderr, 0)
+}
+
+// parentGone is the signal the kernel sends a lock command when its
+// supervisor dies (supervise_linux.go): the lock command was killed
+// outright, and what COMMAND started must not outlive its lock.
+const parentGone = syscall.SIGUSR2
+
+// lockMain is the lock command; supervisor is the PID of the process that
+// started it as its supervisor (0: none).
+func lockMain(args []string, stdout, stderr io.Writer, supervisor int) int {
 	a, err := parseLockArgs(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -213,9 +228,14 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 	}
 	// From here the signals are this process's to handle: they end the
 	// wait before COMMAND starts, and go to COMMAND once it runs.
-	sigs := make(chan os.Signal, len(forwarded))
-	signal.Notify(sigs, forwarded...)
-	defer signal.Stop(sigs)
+	sigs := make(chan os.Signal, len(forwarded)+1)
+	if supervisor == 0 {
+		signal.Notify(sigs, forwarded...)
+		defer signal.Stop(sigs)
+	} else {
+		stop := relayUntilOrphaned(sigs, supervisor)
+		defer stop()
+	}
 
 	// --wait bounds the whole acquisition, whichever nodes it takes.
 	deadline := time.Now().Add(a.wait)
@@ -242,6 +262,42 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 			return lerr.code
 		}
 		fmt.Fprintf(stderr, "homelock lock: %s: %s; trying %s\n", a.name, lerr.msg, a.nodes[i+1])
+	}
+}
+
+// relayUntilOrphaned passes the forwarded signals on to sigs, and
+// parentGone once the supervisor has died (the kernel's; a parentGone from
+// anyone else while the supervisor lives is dropped). If the supervisor
+// died before this process could listen, parentGone is there at once.
+// stop ends it.
+func relayUntilOrphaned(sigs chan<- os.Signal, supervisor int) (stop func()) {
+	raw := make(chan os.Signal, cap(sigs))
+	signal.Notify(raw, append(slices.Clone(forwarded), parentGone)...)
+	done, relayed := make(chan struct{}), make(chan struct{})
+	if os.Getppid() != supervisor {
+		raw <- parentGone
+	}
+	go func() {
+		defer close(relayed)
+		for {
+			select {
+			case <-done:
+				return
+			case s := <-raw:
+				if s == parentGone && os.Getppid() == supervisor {
+					continue
+				}
+				select {
+				case sigs <- s:
+				default: // as signal.Notify drops a signal its channel has no room for
+				}
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(raw)
+		close(done)
+		<-relayed
 	}
 }
 
@@ -322,6 +378,8 @@ func acquire(ctx context.Context, conn *grpc.ClientConn, a lockArgs, wait time.D
 		return nil, e
 	}
 	switch {
+	case got == parentGone:
+		return fail(&lockError{code: 128 + int(parentGone), msg: "killed (its supervisor is gone) while waiting for the lock; COMMAND did not run"})
 	case got != nil:
 		return fail(&lockError{code: 128 + int(got.(syscall.Signal)), msg: fmt.Sprintf("got %v while waiting for the lock; COMMAND did not run", got)})
 	case silent:
@@ -451,7 +509,11 @@ func hold(a lockArgs, h *held, sigs <-chan os.Signal, stdout, stderr io.Writer) 
 		return exitNoNode
 	case s := <-sigs:
 		confirm.Stop()
-		fmt.Fprintf(stderr, "homelock lock: %s: got %v before COMMAND started; COMMAND did not run\n", a.name, s)
+		what := fmt.Sprintf("got %v", s)
+		if s == parentGone {
+			what = "killed (its supervisor is gone)"
+		}
+		fmt.Fprintf(stderr, "homelock lock: %s: %s before COMMAND started; COMMAND did not run\n", a.name, what)
 		return 128 + int(s.(syscall.Signal))
 	}
 	watchCtx, stopWatch := context.WithCancel(context.Background())
@@ -519,6 +581,9 @@ func hold(a lockArgs, h *held, sigs <-chan os.Signal, stdout, stderr io.Writer) 
 		cmdErr   error
 		cmdDone  bool
 		treeGone <-chan struct{}
+		// killed: the supervisor is gone (a SIGKILL to `homelock lock`):
+		// the whole tree is SIGKILLed and the lock held until it is empty.
+		killed bool
 	)
 	finish := func() int {
 		if lostWhy != "" {
@@ -552,14 +617,14 @@ func hold(a lockArgs, h *held, sigs <-chan os.Signal, stdout, stderr io.Writer) 
 			if len(left) == 0 {
 				return finish()
 			}
-			if a.releaseAtExit && lostWhy == "" {
+			if a.releaseAtExit && lostWhy == "" && !killed {
 				// A lost lock's stop still goes to the end: what COMMAND
 				// started was in its critical section.
 				fmt.Fprintf(stderr, "homelock lock: %s: COMMAND exited (%s); releasing the lock, what it left running (%s) runs on without it (--release-at-exit)\n",
 					a.name, commandEnd(err), pids(left))
 				return finish()
 			}
-			if lostWhy == "" && kill == nil {
+			if lostWhy == "" && kill == nil && !killed {
 				fmt.Fprintf(stderr, "homelock lock: %s: COMMAND exited (%s); holding the lock until what it left running exits (%s; --release-at-exit would not wait)\n",
 					a.name, commandEnd(err), pids(left))
 			}
@@ -567,6 +632,18 @@ func hold(a lockArgs, h *held, sigs <-chan os.Signal, stdout, stderr io.Writer) 
 		case <-treeGone:
 			return finish()
 		case s := <-sigs:
+			if s == parentGone {
+				if !killed {
+					killed = true
+					fmt.Fprintf(stderr, "homelock lock: %s: killed (its supervisor is gone): killing COMMAND and every process it started; the lock is held until they have exited\n", a.name)
+					tree.killAll()
+					kill = nil
+				}
+				continue
+			}
+			if killed {
+				continue // everything is being killed already
+			}
 			if s == syscall.SIGINT && terminalForeground() {
 				// The terminal sent it to the whole foreground process
 				// group, COMMAND's processes (ours) included. Passing it on

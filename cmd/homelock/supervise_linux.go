@@ -1,0 +1,154 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A SIGKILL to the lock command ends its lock at once (its stream to the
+// node closes), and nothing of it runs afterwards to stop what COMMAND
+// started: PR_SET_PDEATHSIG reaches COMMAND alone, and a process COMMAND
+// started would run on without the lock. So on Linux the process a user
+// starts as `homelock lock` is only a supervisor: it runs the lock command
+// as its child, is the subreaper above it, and stays its parent.
+//
+//   - The supervisor killed (the PID the user knows): the lock command,
+//     which still holds the lock, gets parentGone from the kernel, SIGKILLs
+//     every process COMMAND started, and releases the lock once they have
+//     exited.
+//   - The lock command killed (the OOM killer picks the larger process):
+//     its lock is gone, and the processes below it come to the supervisor,
+//     which SIGKILLs them all.
+//
+// What neither can reach: a process that left the tree through another
+// parent, and all of it when both are killed at once (a SIGKILL to the
+// process group reaches COMMAND's processes in it too).
+
+// supervisorEnv names the supervisor's PID in the lock command's
+// environment. The lock command removes it before COMMAND starts, so a
+// `homelock lock` that COMMAND runs supervises itself again.
+const supervisorEnv = "_HOMELOCK_LOCK_SUPERVISOR"
+
+// runLockProcess is `homelock lock` as a process: the supervisor, or,
+// started by one, the lock command itself.
+func runLockProcess(args []string) int {
+	if v, ok := os.LookupEnv(supervisorEnv); ok {
+		_ = os.Unsetenv(supervisorEnv)
+		sup, err := strconv.Atoi(v)
+		if err != nil || sup <= 1 {
+			fmt.Fprintf(os.Stderr, "homelock lock: bad %s=%q\n", supervisorEnv, v)
+			return exitFailed
+		}
+		return lockMain(args, os.Stdout, os.Stderr, sup)
+	}
+	return superviseLock(args)
+}
+
+// superviseLock runs the lock command as a child and returns its exit
+// status; signals for it are passed on (those a terminal sends its whole
+// foreground group reach it directly). Without its own executable or the
+// subreaper it runs the lock command itself, unsupervised.
+func superviseLock(args []string) int {
+	self, err := os.Executable()
+	if err != nil || unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != nil {
+		return runLock(args, os.Stdout, os.Stderr)
+	}
+	// The lock command parses them again, and says what is wrong.
+	a, _ := parseLockArgs(args, io.Discard)
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+	cmd := exec.Command(self, append([]string{"lock"}, args...)...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), supervisorEnv+"="+strconv.Itoa(os.Getpid()))
+	// The kernel tells the lock command when this process dies, even of a
+	// SIGKILL (the signal follows the thread that started it, and Go's
+	// runtime ends none while nothing locks one).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: parentGone}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "homelock lock: starting the lock command: %v\n", err)
+		return exitFailed
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	for {
+		select {
+		case s := <-sigs:
+			if (s == syscall.SIGINT || s == syscall.SIGQUIT) && terminalForeground() {
+				continue // the terminal's, sent to the group: the lock command has it
+			}
+			_ = cmd.Process.Signal(s)
+		case err := <-exited:
+			return supervisedExit(err, cmd.Process.Pid, a.releaseAtExit)
+		}
+	}
+}
+
+// supervisedExit is the supervisor's exit status for the lock command's
+// end (err, from Wait): its own, or exitFailed if a signal killed it.
+// The lock command returns only once the processes below it have exited,
+// but for those --release-at-exit leaves running; any other process left
+// below the supervisor outlived the lock command's lock (it was killed, or
+// died of a panic or a SIGQUIT) and is killed first.
+func supervisedExit(err error, pid int, releaseAtExit bool) int {
+	code, died := 0, ""
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			code, died = exitFailed, fmt.Sprintf("died of signal %d (%v), which ended its lock", int(ws.Signal()), ws.Signal())
+		}
+	case err != nil:
+		fmt.Fprintf(os.Stderr, "homelock lock: the lock command (PID %d): %v\n", pid, err)
+		code = exitFailed
+	}
+	if releaseAtExit && died == "" {
+		return code
+	}
+	left := killLeftovers(leftoverKillFor)
+	switch {
+	case died != "" && len(left) == 0:
+		fmt.Fprintf(os.Stderr, "homelock lock: the lock command (PID %d) %s; nothing was left running\n", pid, died)
+	case died != "":
+		fmt.Fprintf(os.Stderr, "homelock lock: the lock command (PID %d) %s; killed what COMMAND left running (%s)\n", pid, died, pids(left))
+	case len(left) > 0:
+		fmt.Fprintf(os.Stderr, "homelock lock: the lock command (PID %d) exited (status %d) with processes left below it; killed them (%s)\n", pid, code, pids(left))
+	}
+	return code
+}
+
+// leftoverKillFor bounds how long the supervisor SIGKILLs and reaps the
+// processes left below it: a SIGKILL takes effect at once, so only a
+// process stuck in the kernel (an uninterruptible wait) outlasts it.
+const leftoverKillFor = 5 * time.Second
+
+// killLeftovers SIGKILLs every process below this one until none is left
+// or d has passed, and returns those it found.
+func killLeftovers(d time.Duration) []int {
+	var found []int
+	seen := map[int]bool{}
+	for end := time.Now().Add(d); ; {
+		left := descendants(0)
+		for _, pid := range left {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			if !seen[pid] {
+				seen[pid] = true
+				found = append(found, pid)
+			}
+		}
+		if len(left) == 0 || time.Now().After(end) {
+			return found
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
