@@ -375,11 +375,11 @@ var killings = []killing{
 	// The client the OOM killer would pick: its lock ends with it; the
 	// supervisor kills the sleep.
 	{name: "SIGKILL/lock-client", client: true, sig: syscall.SIGKILL, wantCode: 1,
-		wantSaid: "died of signal 9 (killed), which ended its lock; killed what COMMAND left running (PID "},
+		wantSaid: "died of signal 9 (killed), which ended its lock; killed what COMMAND left running (PID"}, // PID or PIDs: COMMAND may not have died of its parent-death signal yet
 	// Go's runtime dumps the goroutines and exits 2 on SIGQUIT, as on a
 	// panic: an exit, not a death by signal, with processes left.
 	{name: "SIGQUIT/lock-client", client: true, sig: syscall.SIGQUIT, wantCode: 2,
-		wantSaid: "exited (status 2) with processes left below it; killed them (PID "},
+		wantSaid: "exited (status 2) with processes left below it; killed them (PID"},
 }
 
 // killedHolder: COMMAND puts a sleep in the background and waits for it,
