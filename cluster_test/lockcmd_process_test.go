@@ -1,6 +1,7 @@
 package clustertest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -473,12 +474,7 @@ func childrenOf(pid int) []int {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		if len(f) > 1 && f[0] != "Z" && f[1] == strconv.Itoa(pid) {
+		if f := procStat(child); len(f) > 1 && f[0] != "Z" && f[1] == strconv.Itoa(pid) {
 			out = append(out, child)
 		}
 	}
@@ -488,12 +484,18 @@ func childrenOf(pid int) []int {
 // processLive reports whether pid is a process that has not exited (a
 // zombie has).
 func processLive(pid int) bool {
+	f := procStat(pid)
+	return len(f) > 1 && f[0] != "Z"
+}
+
+// procStat is /proc/PID/stat's fields after the command name (which may
+// hold spaces): the state, the parent, ...; nil if there is no such process.
+func procStat(pid int) []string {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return false
+		return nil
 	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	return len(f) > 0 && f[0] != "Z"
+	return strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
 }
 
 // heldCommand is `homelock lock KEY --node API -- sh -c SCRIPT`, running.

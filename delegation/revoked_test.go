@@ -17,7 +17,7 @@ func TestRevokedSaysWhy(t *testing.T) {
 		wantDetail string
 	}{
 		{name: "its own lease", lease: 100 * time.Millisecond, wantAfter: 100 * time.Millisecond, wantDetail: DetailLeaseRanOut},
-		{name: "the delegation's lease, never renewed", wantAfter: time.Hour * 99 / 100, wantDetail: "delegation lease expired"}, // on the holder, less MaxDrift,
+		{name: "the delegation's lease, never renewed", wantAfter: time.Hour * 99 / 100, wantDetail: "delegation lease expired"}, // the holder counts MaxDrift off
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, start := heldMachine(t, "k")

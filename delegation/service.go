@@ -16,6 +16,8 @@ func (m *Machine) service(now time.Time, key string, ks *keyState) {
 		m.stats.Expired++
 		m.lose(now, ks, key, "delegation lease expired")
 	}
+	// A section outlives the check above only while held, so what ends
+	// it here is its own lease, shorter than the delegation's.
 	if ks.active != 0 && !now.Before(m.handleEnd(ks)) {
 		s := m.shardOf(key)
 		m.event(Event{Kind: Revoked, Slot: ks.active, Key: key, Locker: s.handle(ks).locker, Token: m.tok(ks), Reason: ReasonLeaseExpired, Detail: DetailLeaseRanOut})

@@ -632,17 +632,15 @@ func hold(a lockArgs, h *held, sigs <-chan os.Signal, stdout, stderr io.Writer) 
 		case <-treeGone:
 			return finish()
 		case s := <-sigs:
-			if s == parentGone {
-				if !killed {
-					killed = true
-					fmt.Fprintf(stderr, "homelock lock: %s: killed (its supervisor is gone): killing COMMAND and every process it started; the lock is held until they have exited\n", a.name)
-					tree.killAll()
-					kill = nil
-				}
-				continue
-			}
 			if killed {
 				continue // everything is being killed already
+			}
+			if s == parentGone {
+				killed = true
+				fmt.Fprintf(stderr, "homelock lock: %s: killed (its supervisor is gone): killing COMMAND and every process it started; the lock is held until they have exited\n", a.name)
+				tree.killAll()
+				kill = nil
+				continue
 			}
 			if s == syscall.SIGINT && terminalForeground() {
 				// The terminal sent it to the whole foreground process

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -88,7 +89,7 @@ func superviseLock(args []string) int {
 			}
 			_ = cmd.Process.Signal(s)
 		case err := <-exited:
-			return supervisedExit(err, cmd.Process.Pid, a.releaseAtExit)
+			return supervisedExit(cmd, err, a.releaseAtExit)
 		}
 	}
 }
@@ -99,7 +100,8 @@ func superviseLock(args []string) int {
 // but for those --release-at-exit leaves running; any other process left
 // below the supervisor outlived the lock command's lock (it was killed, or
 // died of a panic or a SIGQUIT) and is killed first.
-func supervisedExit(err error, pid int, releaseAtExit bool) int {
+func supervisedExit(cmd *exec.Cmd, err error, releaseAtExit bool) int {
+	pid := cmd.Process.Pid
 	code, died := 0, ""
 	var ee *exec.ExitError
 	switch {
@@ -115,7 +117,7 @@ func supervisedExit(err error, pid int, releaseAtExit bool) int {
 	if releaseAtExit && died == "" {
 		return code
 	}
-	left := killLeftovers(leftoverKillFor)
+	left := killLeftovers(cmd)
 	switch {
 	case died != "" && len(left) == 0:
 		fmt.Fprintf(os.Stderr, "homelock lock: the lock command (PID %d) %s; nothing was left running\n", pid, died)
@@ -132,23 +134,22 @@ func supervisedExit(err error, pid int, releaseAtExit bool) int {
 // process stuck in the kernel (an uninterruptible wait) outlasts it.
 const leftoverKillFor = 5 * time.Second
 
-// killLeftovers SIGKILLs every process below this one until none is left
-// or d has passed, and returns those it found.
-func killLeftovers(d time.Duration) []int {
-	var found []int
-	seen := map[int]bool{}
-	for end := time.Now().Add(d); ; {
-		left := descendants(0)
-		for _, pid := range left {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			if !seen[pid] {
-				seen[pid] = true
-				found = append(found, pid)
-			}
-		}
-		if len(left) == 0 || time.Now().After(end) {
-			return found
-		}
-		time.Sleep(10 * time.Millisecond)
+// killLeftovers SIGKILLs every process below this one, the exited lock
+// command's tree, as the lock command kills COMMAND's, until none is left
+// or leftoverKillFor has passed, and returns those it found first.
+func killLeftovers(lockCmd *exec.Cmd) []int {
+	tree := &commandTree{cmd: lockCmd.Process}
+	tree.exited()
+	left := tree.left()
+	if len(left) == 0 {
+		return nil
 	}
+	tree.killAll()
+	ctx, cancel := context.WithTimeout(context.Background(), leftoverKillFor)
+	defer cancel()
+	select {
+	case <-tree.waitEmpty(ctx):
+	case <-ctx.Done():
+	}
+	return left
 }
