@@ -45,7 +45,10 @@ func TestProcessesLockCommand(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
 		t.Run("signal/"+sig.String(), func(t *testing.T) { signalledHolder(t, bin, dir, procs, sig) })
 	}
-	t.Run("signal/terminal", func(t *testing.T) { terminalInterrupt(t, bin, dir, procs) })
+	t.Run("signal/terminal", func(t *testing.T) { terminalInterrupt(t, bin, dir, procs, "") })
+	for _, to := range []string{"supervisor", "lock-command"} {
+		t.Run("signal/terminal-kill/"+to, func(t *testing.T) { terminalInterrupt(t, bin, dir, procs, to) })
+	}
 	t.Run("leftover", func(t *testing.T) { leftoverHolds(t, bin, dir, procs) })
 	t.Run("job-control", func(t *testing.T) { jobControl(t, bin, dir, procs) })
 	for _, k := range killings {
@@ -235,16 +238,21 @@ func signalledHolder(t *testing.T, bin, dir string, procs []*hlProc, sig syscall
 }
 
 // terminalInterrupt: `homelock lock` runs on a terminal as a shell's
-// foreground job would, and the user types Ctrl-C. The terminal sends SIGINT
-// to the whole foreground process group, the command included: the lock
-// command must not pass it on as well (one Ctrl-C would be two, which many
-// programs take for "stop now"), and holds the lock until the command, which
-// traps it and finishes its loop, exits.
-func terminalInterrupt(t *testing.T, bin, dir string, procs []*hlProc) {
+// foreground job would, and the user types Ctrl-C (killTo ""). The terminal
+// sends SIGINT to the whole foreground process group, the command included:
+// the lock command must not pass it on as well (one Ctrl-C would be two,
+// which many programs take for "stop now"), and holds the lock until the
+// command, which traps it and finishes its loop, exits. A kill -INT from
+// elsewhere of the supervisor (the PID the user started) or of the lock
+// command below it (killTo) reaches that process alone: it is passed on,
+// and the command gets it once all the same.
+func terminalInterrupt(t *testing.T, bin, dir string, procs []*hlProc, killTo string) {
 	master, tty := openPTY(t)
-	key := keyHomedAt("n2", "terminal")
+	key := keyHomedAt("n2", "terminal"+killTo)
 	started, got := filepath.Join(dir, key+"-started"), filepath.Join(dir, key+"-got")
-	script := fmt.Sprintf(`trap 'echo INT >> %q' INT; touch %q; i=0; while [ $i -lt 30 ]; do sleep 0.05; i=$((i+1)); done; exit 6`, got, started)
+	// Three seconds: a kill -INT is passed on once a second has passed
+	// without the other process's.
+	script := fmt.Sprintf(`trap 'echo INT >> %q' INT; touch %q; i=0; while [ $i -lt 60 ]; do sleep 0.05; i=$((i+1)); done; exit 6`, got, started)
 	cmd := exec.Command(bin, "lock", key, "--node", procs[0].api, "--", "sh", "-c", script)
 	onTerminal(cmd, tty)
 	if err := dieWithTest(cmd).Start(); err != nil {
@@ -260,8 +268,26 @@ func terminalInterrupt(t *testing.T, bin, dir string, procs []*hlProc) {
 		_, err := os.Stat(started)
 		return err == nil
 	})
-	if _, err := master.Write([]byte{3}); err != nil { // Ctrl-C
-		t.Fatal(err)
+	how := "Ctrl-C on the terminal"
+	switch killTo {
+	case "":
+		if _, err := master.Write([]byte{3}); err != nil {
+			t.Fatal(err)
+		}
+	case "supervisor":
+		how = "kill -INT of the supervisor"
+		if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+	case "lock-command":
+		how = "kill -INT of the lock command"
+		kids := childrenOf(cmd.Process.Pid)
+		if len(kids) != 1 {
+			t.Fatalf("the supervisor (PID %d) has children %v, want one: the lock command", cmd.Process.Pid, kids)
+		}
+		if err := syscall.Kill(kids[0], syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
 	}
 	select {
 	case <-exited:
@@ -280,12 +306,16 @@ func terminalInterrupt(t *testing.T, bin, dir string, procs []*hlProc) {
 		}
 	}
 	b, _ := os.ReadFile(got)
-	if code := cmd.ProcessState.ExitCode(); code != 6 || strings.Count(string(b), "INT") != 1 ||
-		strings.Contains(out, "passing interrupt") || !strings.Contains(out, "interrupt from the terminal") {
-		t.Fatalf("Ctrl-C on the terminal: the lock command exited %d (want its command's 6), its command trapped %d SIGINTs (want 1), and it said:\n%s",
-			code, strings.Count(string(b), "INT"), out)
+	wantSaid, notSaid := "interrupt from the terminal", "passing interrupt"
+	if killTo != "" {
+		wantSaid, notSaid = notSaid, wantSaid
 	}
-	t.Logf("Ctrl-C on the terminal: the command got one SIGINT and finished under the lock; the lock command said: %s", strings.TrimSpace(out))
+	if code := cmd.ProcessState.ExitCode(); code != 6 || strings.Count(string(b), "INT") != 1 ||
+		strings.Contains(out, notSaid) || !strings.Contains(out, wantSaid) {
+		t.Fatalf("%s: the lock command exited %d (want its command's 6), its command trapped %d SIGINTs (want 1), and it said (want %q, not %q):\n%s",
+			how, code, strings.Count(string(b), "INT"), wantSaid, notSaid, out)
+	}
+	t.Logf("%s: the command got one SIGINT and finished under the lock; the lock command said: %s", how, strings.TrimSpace(out))
 }
 
 // leftoverHolds: the command puts its work in the background and exits at

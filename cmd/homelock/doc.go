@@ -16,7 +16,9 @@
 // process it started (the lock command is their subreaper;
 // --release-at-exit, like flock -o, releases at COMMAND's exit). SIGINT,
 // SIGTERM and SIGHUP are passed on to COMMAND (SIGKILL after --kill-after),
-// except a Ctrl-C on the terminal, which COMMAND got from it; before
+// except a Ctrl-C on the terminal, which COMMAND got from it (the
+// supervisor tells the lock command of each SIGINT it got, so that a kill
+// -INT of either alone is passed on); before
 // COMMAND starts they end the wait. A lost lease (revoked, or run out on
 // the lock command's own clock, which counts a suspend, because the node
 // went silent) stops COMMAND and every process it started with SIGTERM,

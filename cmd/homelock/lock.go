@@ -70,7 +70,8 @@ after COMMAND has exited, and (on Linux) every process it started too:
     exited, to the processes it left running), and the lock is held until
     they exit (SIGKILL after --kill-after). Before COMMAND starts they end
     the wait, and nothing runs. A Ctrl-C on the terminal (stdin) is not
-    passed on: the terminal sends it to COMMAND itself.
+    passed on: the terminal sends it to COMMAND itself (a kill -INT of
+    homelock lock's PID is, a second later).
   - If the lease is lost (revoked, or run out on this process's own clock
     because the node went silent), COMMAND and every process it started get
     SIGTERM, and SIGKILL after --kill-after. A lease that ran out while this
@@ -203,7 +204,7 @@ func parseLockArgs(args []string, out io.Writer) (lockArgs, error) {
 }
 
 func runLock(args []string, stdout, stderr io.Writer) int {
-	return lockMain(args, stdout, stderr, 0)
+	return lockMain(args, stdout, stderr, 0, nil)
 }
 
 // parentGone is the signal the kernel sends a lock command when its
@@ -212,8 +213,10 @@ func runLock(args []string, stdout, stderr io.Writer) int {
 const parentGone = syscall.SIGUSR2
 
 // lockMain is the lock command; supervisor is the PID of the process that
-// started it as its supervisor (0: none).
-func lockMain(args []string, stdout, stderr io.Writer, supervisor int) int {
+// started it as its supervisor (0: none), and interrupts says when that
+// supervisor got a SIGINT while it shared a terminal's foreground group
+// with this process (nil: it cannot say).
+func lockMain(args []string, stdout, stderr io.Writer, supervisor int, interrupts <-chan struct{}) int {
 	a, err := parseLockArgs(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -229,13 +232,8 @@ func lockMain(args []string, stdout, stderr io.Writer, supervisor int) int {
 	// From here the signals are this process's to handle: they end the
 	// wait before COMMAND starts, and go to COMMAND once it runs.
 	sigs := make(chan os.Signal, len(forwarded)+1)
-	if supervisor == 0 {
-		signal.Notify(sigs, forwarded...)
-		defer signal.Stop(sigs)
-	} else {
-		stop := relayUntilOrphaned(sigs, supervisor)
-		defer stop()
-	}
+	stop := relaySignals(sigs, supervisor, interrupts)
+	defer stop()
 
 	// --wait bounds the whole acquisition, whichever nodes it takes.
 	deadline := time.Now().Add(a.wait)
@@ -265,39 +263,162 @@ func lockMain(args []string, stdout, stderr io.Writer, supervisor int) int {
 	}
 }
 
-// relayUntilOrphaned passes the forwarded signals on to sigs, and
-// parentGone once the supervisor has died (the kernel's; a parentGone from
-// anyone else while the supervisor lives is dropped). If the supervisor
-// died before this process could listen, parentGone is there at once.
-// stop ends it.
-func relayUntilOrphaned(sigs chan<- os.Signal, supervisor int) (stop func()) {
+// fromTerminal is a signal a terminal sent to its whole foreground process
+// group, COMMAND's processes included: a Ctrl-C. It ends the wait for the
+// lock, but is not passed on to COMMAND, which got it too.
+type fromTerminal struct{ sig syscall.Signal }
+
+func (f fromTerminal) String() string { return f.sig.String() }
+
+// Signal implements os.Signal.
+func (fromTerminal) Signal() {}
+
+// signalNumber is s's number, for an exit status of 128+N.
+func signalNumber(s os.Signal) int {
+	switch s := s.(type) {
+	case syscall.Signal:
+		return int(s)
+	case fromTerminal:
+		return int(s.sig)
+	}
+	return 0
+}
+
+// pairWindow is how long a SIGINT that one of the supervisor and the lock
+// command got waits for the other's before it counts as a kill -INT of that
+// process alone: a terminal interrupts every process of the group in one
+// pass, so the two arrive within microseconds on an idle machine.
+const pairWindow = time.Second
+
+// relaySignals passes the forwarded signals on to sigs until stop, and,
+// with a supervisor, parentGone once the supervisor has died (the kernel's;
+// a parentGone from anyone else while the supervisor lives is dropped). If
+// the supervisor died before this process could listen, parentGone is there
+// at once.
+//
+// A SIGINT while stdin is a terminal whose foreground group is this
+// process's comes through as fromTerminal when the terminal sent it. With
+// a supervisor that says so (interrupts), that is when both processes got
+// one within pairWindow; one that only one of them got, a kill -INT of its
+// PID, comes through as a SIGINT once the window has passed, to be passed
+// on to COMMAND. Without (no supervisor, or it is gone), every SIGINT there
+// counts as the terminal's (signal.Notify does not say who sent a signal).
+func relaySignals(sigs chan<- os.Signal, supervisor int, interrupts <-chan struct{}) (stop func()) {
 	raw := make(chan os.Signal, cap(sigs))
-	signal.Notify(raw, append(slices.Clone(forwarded), parentGone)...)
-	done, relayed := make(chan struct{}), make(chan struct{})
-	if os.Getppid() != supervisor {
+	watched := slices.Clone(forwarded)
+	if supervisor != 0 {
+		watched = append(watched, parentGone)
+	}
+	signal.Notify(raw, watched...)
+	if supervisor != 0 && os.Getppid() != supervisor {
 		raw <- parentGone
+	}
+	done, relayed := make(chan struct{}), make(chan struct{})
+	r := signalRelay{
+		raw: raw, interrupts: interrupts, sigs: sigs, done: done,
+		terminal: terminalForeground, window: pairWindow,
+		orphaned: func() bool { return supervisor != 0 && os.Getppid() != supervisor },
 	}
 	go func() {
 		defer close(relayed)
-		for {
-			select {
-			case <-done:
-				return
-			case s := <-raw:
-				if s == parentGone && os.Getppid() == supervisor {
-					continue
-				}
-				select {
-				case sigs <- s:
-				default: // as signal.Notify drops a signal its channel has no room for
-				}
-			}
-		}
+		r.run()
 	}()
 	return func() {
 		signal.Stop(raw)
 		close(done)
 		<-relayed
+	}
+}
+
+// signalRelay is relaySignals's loop, apart from the process for its tests.
+type signalRelay struct {
+	raw        <-chan os.Signal
+	interrupts <-chan struct{} // nil: the supervisor cannot say
+	sigs       chan<- os.Signal
+	done       <-chan struct{}
+	terminal   func() bool // terminalForeground
+	orphaned   func() bool // the supervisor is gone
+	window     time.Duration
+}
+
+// A SIGINT waiting for its pair: this process's own, or the supervisor's.
+const (
+	noInterrupt = iota
+	ownInterrupt
+	supervisorInterrupt
+)
+
+func (r *signalRelay) run() {
+	pending := noInterrupt
+	var expire <-chan time.Time
+	var timer *time.Timer
+	wait := func(from int) {
+		pending = from
+		if timer == nil {
+			timer = time.NewTimer(r.window)
+		} else {
+			timer.Reset(r.window)
+		}
+		expire = timer.C
+	}
+	// A SIGINT from one process: the pair of the other's, or the first
+	// of a pair; a second from the same one means the first had none.
+	interrupted := func(from int) {
+		switch pending {
+		case noInterrupt:
+			wait(from)
+		case from:
+			r.pass(syscall.SIGINT)
+			wait(from)
+		default:
+			pending, expire = noInterrupt, nil
+			timer.Stop()
+			r.pass(fromTerminal{syscall.SIGINT})
+		}
+	}
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		select {
+		case <-r.done:
+			return
+		case s := <-r.raw:
+			switch {
+			case s == parentGone && !r.orphaned():
+			case s != syscall.SIGINT || !r.terminal():
+				r.pass(s)
+			case r.interrupts == nil:
+				r.pass(fromTerminal{syscall.SIGINT})
+			default:
+				interrupted(ownInterrupt)
+			}
+		case _, ok := <-r.interrupts:
+			if !ok {
+				// The supervisor is gone (parentGone follows) or cannot
+				// say: a SIGINT waiting for its pair is the terminal's.
+				r.interrupts = nil
+				if pending != noInterrupt {
+					pending, expire = noInterrupt, nil
+					r.pass(fromTerminal{syscall.SIGINT})
+				}
+				continue
+			}
+			interrupted(supervisorInterrupt)
+		case <-expire:
+			pending, expire = noInterrupt, nil
+			r.pass(syscall.SIGINT)
+		}
+	}
+}
+
+// pass hands s on, dropping it if sigs has no room, as signal.Notify does.
+func (r *signalRelay) pass(s os.Signal) {
+	select {
+	case r.sigs <- s:
+	default:
 	}
 }
 
@@ -381,7 +502,7 @@ func acquire(ctx context.Context, conn *grpc.ClientConn, a lockArgs, wait time.D
 	case got == parentGone:
 		return fail(&lockError{code: 128 + int(parentGone), msg: "killed (its supervisor is gone) while waiting for the lock; COMMAND did not run"})
 	case got != nil:
-		return fail(&lockError{code: 128 + int(got.(syscall.Signal)), msg: fmt.Sprintf("got %v while waiting for the lock; COMMAND did not run", got)})
+		return fail(&lockError{code: 128 + signalNumber(got), msg: fmt.Sprintf("got %v while waiting for the lock; COMMAND did not run", got)})
 	case silent:
 		return fail(&lockError{code: exitNoNode, msg: fmt.Sprintf("node %s did not answer within --wait %v (+%v): paused, cut off, or not a homelock node",
 			a.api.node, a.wait, answerMargin)})
@@ -514,7 +635,7 @@ func hold(a lockArgs, h *held, sigs <-chan os.Signal, stdout, stderr io.Writer) 
 			what = "killed (its supervisor is gone)"
 		}
 		fmt.Fprintf(stderr, "homelock lock: %s: %s before COMMAND started; COMMAND did not run\n", a.name, what)
-		return 128 + int(s.(syscall.Signal))
+		return 128 + signalNumber(s)
 	}
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
@@ -642,7 +763,7 @@ func hold(a lockArgs, h *held, sigs <-chan os.Signal, stdout, stderr io.Writer) 
 				kill = nil
 				continue
 			}
-			if s == syscall.SIGINT && terminalForeground() {
+			if _, ok := s.(fromTerminal); ok {
 				// The terminal sent it to the whole foreground process
 				// group, COMMAND's processes (ours) included. Passing it on
 				// would make one Ctrl-C two, which many programs take for
@@ -803,12 +924,10 @@ func commandOutput(stdout, stderr io.Writer) (cmdOut, cmdErr, ownErr io.Writer) 
 }
 
 // terminalForeground reports whether stdin is a terminal whose foreground
-// process group is this process's: then a SIGINT it gets is most likely the
-// terminal's (Ctrl-C), which every process of the group got. (A kill -INT
-// of this process alone, from elsewhere, is then not passed on:
-// signal.Notify does not say who sent a signal. Stdin alone is asked, as a
-// foreground job reads it: `go test -v` gives a test its terminal as stdout,
-// not stdin.)
+// process group is this process's: then a SIGINT it gets may be the
+// terminal's (Ctrl-C), which every process of the group got (relaySignals
+// tells which). Stdin alone is asked, as a foreground job reads it: `go test
+// -v` gives a test its terminal as stdout, not stdin.
 func terminalForeground() bool {
 	fg, err := unix.IoctlGetInt(0, unix.TIOCGPGRP)
 	return err == nil && fg == unix.Getpgrp()

@@ -49,14 +49,54 @@ func runLockProcess(args []string) int {
 			fmt.Fprintf(os.Stderr, "homelock lock: bad %s=%q\n", supervisorEnv, v)
 			return exitFailed
 		}
-		return lockMain(args, os.Stdout, os.Stderr, sup)
+		return lockMain(args, os.Stdout, os.Stderr, sup, supervisorInterrupts())
 	}
 	return superviseLock(args)
 }
 
+// interruptsFD is the lock command's descriptor for the pipe on which its
+// supervisor writes a byte for each SIGINT it gets while the two share a
+// terminal's foreground group (the first of exec.Cmd.ExtraFiles).
+const interruptsFD = 3
+
+// supervisorInterrupts reads the supervisor's interrupts pipe: a value for
+// each byte, closed at the pipe's end (the supervisor is gone). Nil if
+// there is no such pipe.
+func supervisorInterrupts() <-chan struct{} {
+	var st unix.Stat_t
+	if unix.Fstat(interruptsFD, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		return nil
+	}
+	// Not for COMMAND; and non-blocking, so that the runtime's poller
+	// reads it rather than a thread parked in read(2).
+	unix.CloseOnExec(interruptsFD)
+	if unix.SetNonblock(interruptsFD, true) != nil {
+		return nil
+	}
+	pipe := os.NewFile(interruptsFD, "supervisor interrupts")
+	out := make(chan struct{}, 4)
+	go func() {
+		// Ends with the process, or when the supervisor dies (EOF).
+		defer close(out)
+		defer pipe.Close()
+		buf := make([]byte, 16)
+		for {
+			n, err := pipe.Read(buf)
+			for range n {
+				out <- struct{}{}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return out
+}
+
 // superviseLock runs the lock command as a child and returns its exit
 // status; signals for it are passed on (those a terminal sends its whole
-// foreground group reach it directly). Without its own executable or the
+// foreground group reach it directly; a SIGINT there is told to it on the
+// interrupts pipe, so that it can tell a Ctrl-C from a kill -INT). Without its own executable or the
 // subreaper it runs the lock command itself, unsupervised.
 func superviseLock(args []string) int {
 	self, err := os.Executable()
@@ -70,12 +110,24 @@ func superviseLock(args []string) int {
 	defer signal.Stop(sigs)
 	cmd := exec.Command(self, append([]string{"lock"}, args...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	// A SIGINT while both share the terminal's foreground group is told to
+	// the lock command, which passes it on to COMMAND unless it got one
+	// too (a Ctrl-C, which COMMAND got as well): see relaySignals.
+	interruptsR, interrupts, err := os.Pipe()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "homelock lock: starting the lock command: %v\n", err)
+		return exitFailed
+	}
+	defer interrupts.Close()
+	cmd.ExtraFiles = []*os.File{interruptsR}
 	cmd.Env = append(os.Environ(), supervisorEnv+"="+strconv.Itoa(os.Getpid()))
 	// The kernel tells the lock command when this process dies, even of a
 	// SIGKILL (the signal follows the thread that started it, and Go's
 	// runtime ends none while nothing locks one).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: parentGone}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	interruptsR.Close()
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "homelock lock: starting the lock command: %v\n", err)
 		return exitFailed
 	}
@@ -84,10 +136,15 @@ func superviseLock(args []string) int {
 	for {
 		select {
 		case s := <-sigs:
-			if (s == syscall.SIGINT || s == syscall.SIGQUIT) && terminalForeground() {
-				continue // the terminal's, sent to the group: the lock command has it
+			switch {
+			case s == syscall.SIGINT && terminalForeground():
+				_, _ = interrupts.Write([]byte{1}) // the lock command tells whose it was
+			case s == syscall.SIGQUIT && terminalForeground():
+				// The terminal's (a kill -QUIT of this process alone is
+				// not told apart): the lock command got it too.
+			default:
+				_ = cmd.Process.Signal(s)
 			}
-			_ = cmd.Process.Signal(s)
 		case err := <-exited:
 			return supervisedExit(cmd, err, a.releaseAtExit)
 		}
