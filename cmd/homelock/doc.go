@@ -6,6 +6,8 @@
 //   - harness: the measurement gate, a local 3-node cluster measured
 //     against homelock's targets;
 //   - sim: the seeded protocol simulator (replay one seed with --seed);
+//   - soak: a local cluster locking for minutes under kills and clean
+//     restarts, checked as it goes;
 //   - version: the module version and the lock protocol version.
 //
 // # homelock lock

@@ -14,6 +14,7 @@ Usage:
   homelock status [--node ADDR[,ADDR...]] [--json]
   homelock sim [--seeds N | --seed S] [--nodes K] [--trace] [--json]
   homelock harness [--duration D] [--out DIR] ...   (the measurement gate: a local 3-node cluster)
+  homelock soak [--duration D] [--seed S] ...       (a long run of a local cluster under kills and restarts)
   homelock version
 
 Run "homelock <command> --help" for a command's flags.
@@ -45,6 +46,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runSim(args[1:], stdout, stderr)
 	case "harness":
 		return runHarness(args[1:], stdout, stderr)
+	case "soak":
+		return runSoak(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		return runVersion(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":

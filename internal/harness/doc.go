@@ -20,4 +20,10 @@
 // phase's data goes when the phase ends, a cancelled run closes its cluster
 // and removes its directory, and a run killed outright leaves a directory
 // that the next run recognises (by its free lock file) and removes.
+//
+// The same cluster runs the soak behind `homelock soak` (soak.go): workers
+// contending for a few keys for minutes while one node at a time is killed
+// or cleanly restarted, checked through the public API alone (two valid
+// handles at once, tokens, the example store's counters, its Guards, and
+// how soon every node locks every home's keys after each restart).
 package harness

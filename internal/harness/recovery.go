@@ -53,19 +53,11 @@ func (c *cluster) reclaim(ctx context.Context, r *Report, round int) error {
 	addr := c.nodes[home].GRPCAddr()
 	_ = c.nodes[home].Close(killed(ctx))
 	c.nodes[home] = nil
-	cfg := c.cfgs[home]
-	cfg.Bootstrap, cfg.InitialMembers = false, nil
-	// At its own address, as a deployment restarts a node: at another one
-	// it would also ask to rejoin, an epoch that comes after the grant
-	// measured here.
-	cfg.GRPCAddr = addr
 	start := time.Now()
-	n, err := homelock.Open(ctx, cfg)
+	n, err := c.reopen(ctx, home, addr)
 	if err != nil {
-		return fmt.Errorf("reopen %s: %w", cfg.NodeID, err)
+		return err
 	}
-	c.nodes[home] = n
-	c.kvs[home].Attach(n)
 	if n.Incarnation() <= inc {
 		return fmt.Errorf("incarnation %d after restart, was %d", n.Incarnation(), inc)
 	}
@@ -78,6 +70,23 @@ func (c *cluster) reclaim(ctx context.Context, r *Report, round int) error {
 	c.settled = at
 	r.record("reclaim_ms", ms(at.Sub(start)))
 	return nil
+}
+
+// reopen starts node i again from its data, as a restart does (no
+// bootstrap), at addr, its own address as a deployment restarts a node (at
+// another one it would also ask to rejoin: an epoch more), and attaches its
+// store to it.
+func (c *cluster) reopen(ctx context.Context, i int, addr string) (*homelock.Node, error) {
+	cfg := c.cfgs[i]
+	cfg.Bootstrap, cfg.InitialMembers = false, nil
+	cfg.GRPCAddr = addr
+	n, err := homelock.Open(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("reopen %s: %w", cfg.NodeID, err)
+	}
+	c.nodes[i] = n
+	c.kvs[i].Attach(n)
+	return n, nil
 }
 
 // rehome kills a node (Close with a context already cancelled: no drain, no

@@ -42,13 +42,19 @@ func (o Options) Validate() error {
 	if o.Nodes < 3 {
 		return fmt.Errorf("--nodes must be at least 3, got %d", o.Nodes)
 	}
-	for _, f := range []struct {
-		name string
-		ok   bool
-	}{
-		{"--duration", o.Duration > 0}, {"--repeat", o.Repeat > 0}, {"--keys", o.Keys > 0}, {"--workers", o.Workers > 0},
-		{"--parallel", o.Parallel > 0}, {"--delegations", o.Delegations > 0},
-	} {
+	return positive(flagCheck{"--duration", o.Duration > 0}, flagCheck{"--repeat", o.Repeat > 0}, flagCheck{"--keys", o.Keys > 0},
+		flagCheck{"--workers", o.Workers > 0}, flagCheck{"--parallel", o.Parallel > 0}, flagCheck{"--delegations", o.Delegations > 0})
+}
+
+// flagCheck is whether a flag's value is positive.
+type flagCheck struct {
+	name string
+	ok   bool
+}
+
+// positive says which flag, the first, is not positive.
+func positive(checks ...flagCheck) error {
+	for _, f := range checks {
 		if !f.ok {
 			return fmt.Errorf("%s must be positive", f.name)
 		}
@@ -112,10 +118,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		profile = func(string) func() { return func() {} }
 	}
 	start := time.Now()
-	wd, swept, err := newWorkDir(workParent(o.Dir))
-	for _, d := range swept {
-		progress("removed a dead run's data: " + d)
-	}
+	wd, err := startWorkDir(o.Dir, progress)
 	if err != nil {
 		return nil, err
 	}

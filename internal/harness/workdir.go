@@ -97,3 +97,13 @@ func (w *workDir) remove() error {
 	err := os.RemoveAll(w.path)
 	return errors.Join(err, w.lock.Close())
 }
+
+// startWorkDir is a run's data directory under dir (workParent), once the
+// dead runs' there are removed, each told to progress.
+func startWorkDir(dir string, progress func(string)) (*workDir, error) {
+	wd, swept, err := newWorkDir(workParent(dir))
+	for _, d := range swept {
+		progress("removed a dead run's data: " + d)
+	}
+	return wd, err
+}
