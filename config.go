@@ -200,6 +200,11 @@ type Config struct {
 	// speaks in place of ProtocolVersion: the package's own tests of
 	// capability negotiation set it.
 	version uint32
+
+	// mutations switch protocol rules off on a real node, for tests that
+	// show their checkers catch it (SetMutations, homelock_mutations builds
+	// only; empty otherwise).
+	mutations mutationSwitches
 }
 
 // TransportFunc builds a node's transport from its member identity and the

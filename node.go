@@ -272,6 +272,7 @@ func (n *Node) coreConfig() core.Config {
 			MaxDelegations:  c.MaxDelegations,
 			MaxPerRequester: c.MaxPerRequester,
 			MaxWaiters:      c.MaxWaiters,
+			Mutations:       c.mutations.home(),
 		},
 		Holder: delegation.Config{
 			MaxDrift:      c.MaxDrift,
@@ -279,7 +280,8 @@ func (n *Node) coreConfig() core.Config {
 			RetryInterval: c.RetryInterval,
 			Lease:         c.MaxLease,
 			// The driver's shard locks are the machine's shards.
-			Shards: len(n.shards),
+			Shards:    len(n.shards),
+			Mutations: c.mutations.holder(),
 		},
 	}
 	cc.Members = core.MembersPacing(c.RetryInterval, c.DownAfter)

@@ -55,8 +55,10 @@ func nodeConfig(root, id string, ring *fence.KeyRing) (homelock.Config, error) {
 }
 
 // startCluster opens size nodes with their stores under root, and waits until
-// every node is available. On an error it leaves nothing open and root gone.
-func startCluster(ctx context.Context, root string, size int) (*cluster, error) {
+// every node is available. configure, if set, is applied to each node's
+// config (restarts keep it). On an error it leaves nothing open and root
+// gone.
+func startCluster(ctx context.Context, root string, size int, configure func(*homelock.Config)) (*cluster, error) {
 	c := &cluster{dir: root, keys: fence.NewKeyRing(), net: clustertest.NewKVNet()}
 	secret := make([]byte, 32)
 	if _, err := rand.Read(secret); err != nil {
@@ -81,6 +83,9 @@ func startCluster(ctx context.Context, root string, size int) (*cluster, error) 
 		cfg.Bootstrap, cfg.InitialMembers = true, ids
 		if i > 0 {
 			cfg.Join = []string{c.cfgs[0].GossipAddr}
+		}
+		if configure != nil {
+			configure(&cfg)
 		}
 		c.cfgs = append(c.cfgs, cfg)
 	}

@@ -33,7 +33,7 @@ func TestHotKeyWouldRefuse(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := startCluster(ctx, t.TempDir(), 3)
+	c, err := startCluster(ctx, t.TempDir(), 3, nil)
 	if c != nil {
 		defer c.close()
 	}

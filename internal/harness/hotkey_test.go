@@ -92,7 +92,7 @@ func benchCluster(b *testing.B) (context.Context, *cluster) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = w.remove() })
-	c, err := startCluster(ctx, w.sub("cluster"), 3)
+	c, err := startCluster(ctx, w.sub("cluster"), 3, nil)
 	if c != nil {
 		b.Cleanup(c.close)
 	}

@@ -138,7 +138,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		for _, st := range schedule(phases, o.Repeat) {
 			if st.phase.stage == onCluster && e.c == nil {
 				progress("starting the cluster")
-				c, err := startCluster(ctx, wd.sub("cluster"), o.Nodes)
+				c, err := startCluster(ctx, wd.sub("cluster"), o.Nodes, nil)
 				if err != nil {
 					return err
 				}

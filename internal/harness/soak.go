@@ -34,6 +34,14 @@ type SoakOptions struct {
 	Dir string
 	// Progress, if set, is told what happens as it happens.
 	Progress func(event string)
+	// Configure, if set, is applied to every node's config: a test that
+	// switches a rule off (homelock.SetMutations) to show the soak sees it.
+	Configure func(*homelock.Config)
+	// KillsOnly leaves out the clean restarts (a node that left comes back
+	// only after its restart gate, EpochLease + Skew): more faults a minute.
+	KillsOnly bool
+	// StopAtViolation ends the run at the first violation.
+	StopAtViolation bool
 }
 
 // DefaultSoakOptions are `homelock soak` without flags.
@@ -93,7 +101,7 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakReport, error) {
 	}
 	defer wd.remove()
 	progress("starting the cluster")
-	c, err := startCluster(ctx, wd.sub("cluster"), o.Nodes)
+	c, err := startCluster(ctx, wd.sub("cluster"), o.Nodes, o.Configure)
 	if err != nil {
 		return nil, err
 	}
@@ -116,6 +124,9 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakReport, error) {
 
 	workCtx, stopWork := context.WithTimeout(ctx, o.Duration)
 	defer stopWork()
+	if o.StopAtViolation {
+		s.stopWork = stopWork
+	}
 	var wg sync.WaitGroup
 	for i := range o.Nodes {
 		for w := range o.Workers {
@@ -166,6 +177,8 @@ type soak struct {
 
 	repMu sync.Mutex
 	rep   *SoakReport
+	// stopWork, if set, ends the run at the first violation.
+	stopWork func()
 }
 
 func (s *soak) node(i int) *homelock.Node {
@@ -189,6 +202,9 @@ func (s *soak) violate(format string, args ...any) {
 		s.rep.Violations = append(s.rep.Violations, v)
 	}
 	s.progress("VIOLATION: " + v)
+	if s.stopWork != nil {
+		s.stopWork()
+	}
 }
 
 // work is one worker on node i: lock a random key, increment its counter,
@@ -288,7 +304,7 @@ func (s *soak) faults(ctx, work context.Context, rng *rand.Rand) error {
 		}
 		i := rng.IntN(len(s.c.nodes))
 		kind := "kill"
-		if rng.IntN(3) == 0 {
+		if rng.IntN(3) == 0 && !s.o.KillsOnly {
 			kind = "clean restart"
 		}
 		// Down for up to twice DownAfter: shorter, the node comes back
