@@ -20,7 +20,7 @@ func runSoak(args []string, stdout, stderr io.Writer) int {
 	o := harness.DefaultSoakOptions()
 	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.DurationVar(&o.Duration, "duration", o.Duration, "how long the workers lock (the faults stop with them)")
+	fs.DurationVar(&o.Duration, "duration", o.Duration, "how long the workers lock; no fault starts after it, and one under way runs on to its heal")
 	fs.IntVar(&o.Nodes, "nodes", o.Nodes, "nodes in the local cluster (at least 3)")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "workers per node, each locking a random key and incrementing its counter")
 	fs.IntVar(&o.Keys, "keys", o.Keys, "keys the workers contend for")
