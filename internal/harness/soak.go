@@ -373,7 +373,19 @@ func (s *soak) heal(ctx context.Context, restarted time.Time) error {
 			}
 		}
 		for _, home := range s.c.nodes {
-			key := s.c.keyHomedAt(s.c.ring(i), home.ID(), false, fmt.Sprintf("heal-%s", n.ID()), &next)
+			// The epoch may change again under the check (a member that
+			// flaps): a key is taken from the ring of the moment.
+			key := s.keyOf(i, home.ID(), fmt.Sprintf("heal-%s", n.ID()), &next)
+			for key == "" {
+				if !sleepCtx(hctx, 10*time.Millisecond) {
+					if ctx.Err() != nil {
+						return nil
+					}
+					s.violate("%s's epoch %d lacks %s %v after the restart", n.ID(), n.Status().Epoch, home.ID(), s.bound)
+					return nil
+				}
+				key = s.keyOf(i, home.ID(), fmt.Sprintf("heal-%s", n.ID()), &next)
+			}
 			if _, err := s.c.lockUntil(hctx, i, key); err != nil {
 				if ctx.Err() != nil {
 					return nil
@@ -389,6 +401,21 @@ func (s *soak) heal(ctx context.Context, restarted time.Time) error {
 	s.repMu.Unlock()
 	s.progress(fmt.Sprintf("healed %v after the restart", took.Round(time.Millisecond)))
 	return nil
+}
+
+// keyOf is a fresh key homed at home in node i's current ring, or "" if
+// home is not a member of it (each try hits a member's key about once in
+// as many tries as there are members).
+func (s *soak) keyOf(i int, home, prefix string, next *int) string {
+	r := s.c.ring(i)
+	for range 10_000 {
+		*next++
+		k := fmt.Sprintf("%s-%d", prefix, *next)
+		if h, ok := r.Home(k); ok && string(h.ID) == home {
+			return k
+		}
+	}
+	return ""
 }
 
 // notMembers are the nodes missing from node i's epoch.
