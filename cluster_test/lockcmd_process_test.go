@@ -418,7 +418,6 @@ var killings = []killing{
 // when the supervisor was killed, before the next locker (through n3) got
 // the lock.
 func killedHolder(t *testing.T, bin, dir string, procs []*hlProc, k killing) {
-	client := k.client
 	name := strings.ReplaceAll(strings.ToLower(k.name), "/", "-")
 	key := keyHomedAt("n2", "killed-"+name)
 	started, bgFile := filepath.Join(dir, key+"-started"), filepath.Join(dir, key+"-bg")
@@ -430,7 +429,7 @@ func killedHolder(t *testing.T, bin, dir string, procs []*hlProc, k killing) {
 		t.Fatalf("below the supervisor (PID %d): %v, want the lock command alone; background sleep %d live: %v", supervisor, lockCmd, bg, processLive(bg))
 	}
 	victim := supervisor
-	if client {
+	if k.client {
 		victim = lockCmd[0]
 	}
 	if err := syscall.Kill(victim, k.sig); err != nil {
@@ -441,7 +440,7 @@ func killedHolder(t *testing.T, bin, dir string, procs []*hlProc, k killing) {
 	if err != nil {
 		t.Fatalf("the next lock of %s: %v\n%s", key, err, out)
 	}
-	if got := strings.TrimSpace(string(out)); got != "after" && !client {
+	if got := strings.TrimSpace(string(out)); got != "after" && !k.client {
 		t.Fatalf("the next critical section on %s began while the background sleep still ran (%q)\nfirst: %s", key, got, first.said())
 	}
 	select {

@@ -83,10 +83,8 @@ func runHarness(args []string, stdout, stderr io.Writer) int {
 	}
 	r, err := harness.Run(ctx, d)
 	// Run has closed the cluster and removed its data however it ended.
-	var sig signalled
-	if errors.As(context.Cause(ctx), &sig) {
-		fmt.Fprintf(stderr, "homelock harness: stopped by %v; the cluster is closed and its data removed\n", sig.Signal)
-		return 128 + int(sig.Signal)
+	if code, ok := stoppedCluster(ctx, stderr, "homelock harness"); ok {
+		return code
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "homelock harness: %v\n", err)
@@ -134,6 +132,17 @@ func checkStatus(r *harness.Report, check bool, stderr io.Writer) int {
 }
 
 const exitMissed = 3
+
+// stoppedCluster says so, and returns 128+N, when a signal N ended ctx: what
+// ran on the local cluster has closed it and removed its data by then.
+func stoppedCluster(ctx context.Context, stderr io.Writer, what string) (int, bool) {
+	var sig signalled
+	if !errors.As(context.Cause(ctx), &sig) {
+		return 0, false
+	}
+	fmt.Fprintf(stderr, "%s: stopped by %v; the cluster is closed and its data removed\n", what, sig.Signal)
+	return 128 + int(sig.Signal), true
+}
 
 // signalled is the cause of a context ended by a signal.
 type signalled struct{ syscall.Signal }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -60,10 +59,8 @@ removed). Flags:
 		fmt.Fprintf(stderr, "[%6.1fs] %s\n", time.Since(start).Seconds(), event)
 	}
 	r, err := harness.Soak(ctx, o)
-	var sig signalled
-	if errors.As(context.Cause(ctx), &sig) {
-		fmt.Fprintf(stderr, "homelock soak: stopped by %v; the cluster is closed and its data removed\n", sig.Signal)
-		return 128 + int(sig.Signal)
+	if code, ok := stoppedCluster(ctx, stderr, "homelock soak"); ok {
+		return code
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "homelock soak: %v\n", err)

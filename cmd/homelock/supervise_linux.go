@@ -96,8 +96,9 @@ func supervisorInterrupts() <-chan struct{} {
 // superviseLock runs the lock command as a child and returns its exit
 // status; signals for it are passed on (those a terminal sends its whole
 // foreground group reach it directly; a SIGINT there is told to it on the
-// interrupts pipe, so that it can tell a Ctrl-C from a kill -INT). Without its own executable or the
-// subreaper it runs the lock command itself, unsupervised.
+// interrupts pipe, so that it can tell a Ctrl-C from a kill -INT). Without
+// its own executable or the subreaper it runs the lock command itself,
+// unsupervised.
 func superviseLock(args []string) int {
 	self, err := os.Executable()
 	if err != nil || unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != nil {

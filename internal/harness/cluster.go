@@ -168,9 +168,10 @@ func (c *cluster) homeIndex(key string) int {
 }
 
 // keyHomedAt returns a fresh key (prefix-based) whose home is node want, or
-// whose home is not node want when other is set.
+// whose home is not node want when other is set; "" if none is found in
+// keyTries (want is not a member of r, or its only one).
 func (c *cluster) keyHomedAt(r *epoch.Ring, want string, other bool, prefix string, next *int) string {
-	for {
+	for range keyTries {
 		*next++
 		k := fmt.Sprintf("%s-%d", prefix, *next)
 		h, _ := r.Home(k)
@@ -178,7 +179,12 @@ func (c *cluster) keyHomedAt(r *epoch.Ring, want string, other bool, prefix stri
 			return k
 		}
 	}
+	return ""
 }
+
+// keyTries bounds keyHomedAt: each try hits a given member's key about once
+// in as many tries as there are members.
+const keyTries = 10_000
 
 // close kills every node: the whole cluster goes away with its data, so
 // there is no one to hand keys off to, and a clean Close would linger

@@ -219,16 +219,33 @@ func us(ns int64) float64 { return float64(ns) / 1e3 }
 
 // increment reads the counter under h and writes it plus one.
 func increment(ctx context.Context, kv *clustertest.KV, h homelock.Handle, key string) error {
-	old, _, _, err := kv.Get(key)
+	v, err := counter(kv, key)
 	if err != nil {
 		return err
 	}
-	var v uint64
-	if len(old) == 8 {
-		v = binary.BigEndian.Uint64(old)
-	}
 	_, err = kv.Put(ctx, h, key, binary.BigEndian.AppendUint64(nil, v+1))
 	return err
+}
+
+// counter is key's counter on kv's replica (0 before its first increment).
+func counter(kv *clustertest.KV, key string) (uint64, error) {
+	b, _, _, err := kv.Get(key)
+	if err != nil || len(b) != 8 {
+		return 0, err
+	}
+	return binary.BigEndian.Uint64(b), nil
+}
+
+// settledCounter waits until key's counter on kv reads want (replication
+// may trail the writes), or deadline or ctx, and returns what it last read.
+func settledCounter(ctx context.Context, kv *clustertest.KV, key string, want uint64, deadline time.Time) uint64 {
+	for {
+		got, _ := counter(kv, key)
+		if got == want || ctx.Err() != nil || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // hotKey: workers on every node do read-increment-write of one counter.
@@ -309,23 +326,11 @@ func (c *cluster) hotKey(ctx context.Context, r *Report, key string, d time.Dura
 	deadline := time.Now().Add(10 * time.Second)
 	lost := uint64(0)
 	for _, kv := range c.kvs {
-		for {
-			v, _, _, _ := kv.Get(key)
-			var got uint64
-			if len(v) == 8 {
-				got = binary.BigEndian.Uint64(v)
-			}
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if got == want || time.Now().After(deadline) {
-				if got != want {
-					lost = max(lost, diff(want, got))
-				}
-				break
-			}
-			time.Sleep(5 * time.Millisecond)
+		got := settledCounter(ctx, kv, key, want, deadline)
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
+		lost = max(lost, diff(want, got))
 	}
 	r.record("hot_key_lost_updates", float64(lost))
 	return nil

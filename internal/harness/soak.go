@@ -2,12 +2,10 @@ package harness
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -115,7 +113,9 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakReport, error) {
 	}
 	s.rep.HealBoundMs = ms(s.bound)
 	for k := range o.Keys {
-		s.keys[fmt.Sprintf("soak-%d", k)] = &keyCheck{}
+		name := fmt.Sprintf("soak-%d", k)
+		s.names = append(s.names, name)
+		s.keys[name] = &keyCheck{}
 	}
 	before, err := c.wouldRefuse(ctx)
 	if err != nil {
@@ -171,6 +171,7 @@ type soak struct {
 	mu    sync.RWMutex
 	nodes []*homelock.Node
 
+	names   []string // the keys the workers lock
 	keys    map[string]*keyCheck
 	acked   atomic.Uint64
 	refused atomic.Uint64
@@ -211,24 +212,19 @@ func (s *soak) violate(format string, args ...any) {
 // unlock, until ctx ends. A node that is down, or cannot lock for now (a
 // fault under way), is waited for.
 func (s *soak) work(ctx context.Context, i int, rng *rand.Rand) {
-	names := make([]string, 0, len(s.keys))
-	for k := range s.keys {
-		names = append(names, k)
-	}
-	sort.Strings(names)
 	for ctx.Err() == nil {
 		n := s.node(i)
 		if n == nil {
-			sleepCtx(ctx, 10*time.Millisecond)
+			_ = sleepUntil(ctx, time.Now().Add(10*time.Millisecond))
 			continue
 		}
-		key := names[rng.IntN(len(names))]
+		key := s.names[rng.IntN(len(s.names))]
 		h, err := n.Lock(ctx, key, homelock.WithWait(2*time.Second))
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, homelock.ErrClosed) && !errors.Is(err, homelock.ErrTimeout) && !errors.Is(err, homelock.ErrLockUnavailable) {
 				s.violate("node %s: Lock(%s): unexpected error: %v", n.ID(), key, err)
 			}
-			sleepCtx(ctx, 5*time.Millisecond)
+			_ = sleepUntil(ctx, time.Now().Add(5*time.Millisecond))
 			continue
 		}
 		kc := s.keys[key]
@@ -299,7 +295,7 @@ func (k *keyCheck) exit(sec *section) {
 func (s *soak) faults(ctx, work context.Context, rng *rand.Rand) error {
 	for {
 		pause := time.Duration(rng.ExpFloat64() * float64(s.o.FaultEvery))
-		if !sleepCtx(work, max(pause, time.Second)) {
+		if sleepUntil(work, time.Now().Add(max(pause, time.Second))) != nil {
 			return nil
 		}
 		i := rng.IntN(len(s.c.nodes))
@@ -341,8 +337,8 @@ func (s *soak) restart(ctx context.Context, i int, kind string, down time.Durati
 	s.repMu.Lock()
 	s.rep.Faults[kind]++
 	s.repMu.Unlock()
-	if !sleepCtx(ctx, down) {
-		return ctx.Err()
+	if err := sleepUntil(ctx, time.Now().Add(down)); err != nil {
+		return err
 	}
 	started := time.Now()
 	n2, err := s.c.reopen(ctx, i, addr)
@@ -361,30 +357,21 @@ func (s *soak) heal(ctx context.Context, restarted time.Time) error {
 	defer cancel()
 	next := 0
 	for i, n := range s.c.nodes {
-		// A node that was removed, or left, is a member again only once
-		// it has joined: until then no key is homed at it.
-		for missing := s.notMembers(i); len(missing) > 0; missing = s.notMembers(i) {
-			if !sleepCtx(hctx, 10*time.Millisecond) {
-				if ctx.Err() != nil {
-					return nil
-				}
-				s.violate("%s's epoch %d still lacks %v %v after the restart", n.ID(), n.Status().Epoch, missing, s.bound)
-				return nil
-			}
-		}
+		prefix := "heal-" + n.ID()
 		for _, home := range s.c.nodes {
-			// The epoch may change again under the check (a member that
-			// flaps): a key is taken from the ring of the moment.
-			key := s.keyOf(i, home.ID(), fmt.Sprintf("heal-%s", n.ID()), &next)
+			// No key is homed at a node that was removed, or left, until
+			// it has joined again; and the epoch may change under the
+			// check (a member that flaps): each try reads the ring anew.
+			key := s.c.keyHomedAt(s.c.ring(i), home.ID(), false, prefix, &next)
 			for key == "" {
-				if !sleepCtx(hctx, 10*time.Millisecond) {
+				if sleepUntil(hctx, time.Now().Add(10*time.Millisecond)) != nil {
 					if ctx.Err() != nil {
 						return nil
 					}
 					s.violate("%s's epoch %d lacks %s %v after the restart", n.ID(), n.Status().Epoch, home.ID(), s.bound)
 					return nil
 				}
-				key = s.keyOf(i, home.ID(), fmt.Sprintf("heal-%s", n.ID()), &next)
+				key = s.c.keyHomedAt(s.c.ring(i), home.ID(), false, prefix, &next)
 			}
 			if _, err := s.c.lockUntil(hctx, i, key); err != nil {
 				if ctx.Err() != nil {
@@ -403,67 +390,16 @@ func (s *soak) heal(ctx context.Context, restarted time.Time) error {
 	return nil
 }
 
-// keyOf is a fresh key homed at home in node i's current ring, or "" if
-// home is not a member of it (each try hits a member's key about once in
-// as many tries as there are members).
-func (s *soak) keyOf(i int, home, prefix string, next *int) string {
-	r := s.c.ring(i)
-	for range 10_000 {
-		*next++
-		k := fmt.Sprintf("%s-%d", prefix, *next)
-		if h, ok := r.Home(k); ok && string(h.ID) == home {
-			return k
-		}
-	}
-	return ""
-}
-
-// notMembers are the nodes missing from node i's epoch.
-func (s *soak) notMembers(i int) []string {
-	st := s.c.nodes[i].Status()
-	var missing []string
-	for _, n := range s.c.nodes {
-		if !slices.ContainsFunc(st.Members, func(m homelock.MemberStatus) bool { return m.ID == n.ID() }) {
-			missing = append(missing, n.ID())
-		}
-	}
-	return missing
-}
-
 // checkCounters requires every replica's counter of every key to end at
 // the increments acknowledged on it (replication may trail: up to 10 s).
 func (s *soak) checkCounters(ctx context.Context) {
 	deadline := time.Now().Add(10 * time.Second)
-	for key, kc := range s.keys {
-		want := kc.acked.Load()
+	for _, key := range s.names {
+		want := s.keys[key].acked.Load()
 		for _, kv := range s.c.kvs {
-			for {
-				v, _, _, _ := kv.Get(key)
-				var got uint64
-				if len(v) == 8 {
-					got = binary.BigEndian.Uint64(v)
-				}
-				if got == want {
-					break
-				}
-				if ctx.Err() != nil || time.Now().After(deadline) {
-					s.violate("%s: replica %s holds %d, but %d increments were acknowledged", key, kv.ID(), got, want)
-					break
-				}
-				time.Sleep(5 * time.Millisecond)
+			if got := settledCounter(ctx, kv, key, want, deadline); got != want {
+				s.violate("%s: replica %s holds %d, but %d increments were acknowledged", key, kv.ID(), got, want)
 			}
 		}
-	}
-}
-
-// sleepCtx sleeps d, or until ctx ends; it reports whether it slept d.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
