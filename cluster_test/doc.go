@@ -75,4 +75,12 @@
 // A failing run prints the invariant, the last events and the command that
 // replays it (`go run ./cmd/homelock sim --seed S --trace`). mutation_test.go
 // switches single rules off and shows each is caught.
+//
+// Beside the simulator, the real code: clusters of nodes on loopback in
+// this process (realcluster_test.go and its neighbours), `homelock node`
+// and `homelock lock` as processes (process_test.go, lockcmd_test.go), and,
+// with the docker build tag, three node containers with addresses of their
+// own, cut off, paused, killed and restarted one fault at a time
+// (docker_test.go) and in a seeded stream of faults, overlapping ones
+// included, under load from `homelock lock` (docker_chaos_test.go).
 package clustertest

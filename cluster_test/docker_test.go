@@ -31,12 +31,13 @@ import (
 	"github.com/homelock/homelock/fence"
 )
 
-// dockerCluster is three node containers on one network.
+// dockerCluster is node containers on one network, three unless a test
+// asks for more.
 type dockerCluster struct {
 	t       *testing.T
 	bin     string // homelock built for this host (lock, status)
 	net     string
-	names   []string // container names, n1..n3
+	names   []string // container names, n1..nN
 	ips     []string
 	started time.Time
 	undo    *undo // removes what the test made, however it ends
@@ -51,7 +52,10 @@ func docker(t *testing.T, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-func startDockerCluster(t *testing.T) *dockerCluster {
+func startDockerCluster(t *testing.T) *dockerCluster { return startDockerClusterN(t, 3) }
+
+// startDockerClusterN starts n node containers, n1..nN.
+func startDockerClusterN(t *testing.T, n int) *dockerCluster {
 	if _, err := exec.LookPath("docker"); err != nil {
 		t.Skip("no docker command")
 	}
@@ -85,7 +89,10 @@ func startDockerCluster(t *testing.T) *dockerCluster {
 	third := 16 + rand.IntN(200)
 	u.add(func() { _ = exec.Command("docker", "network", "rm", c.net).Run() })
 	docker(t, "network", "create", "--label", dockerLabelArg(), "--subnet", fmt.Sprintf("172.30.%d.0/24", third), c.net)
-	ids := []string{"n1", "n2", "n3"}
+	var ids []string
+	for i := range n {
+		ids = append(ids, fmt.Sprintf("n%d", i+1))
+	}
 	for i := range ids {
 		c.ips = append(c.ips, fmt.Sprintf("172.30.%d.%d", third, 11+i))
 		c.names = append(c.names, "hl-"+suffix+"-"+ids[i])
@@ -404,10 +411,7 @@ func TestDockerPartialPartition(t *testing.T) {
 	}
 	c := startDockerCluster(t)
 	epoch := c.status(2).Status.Epoch
-	rules := [][]string{
-		{"DOCKER-USER", "-s", c.ips[0], "-d", c.ips[1], "-m", "comment", "--comment", dockerLabelArg(), "-j", "DROP"},
-		{"DOCKER-USER", "-s", c.ips[1], "-d", c.ips[0], "-m", "comment", "--comment", dockerLabelArg(), "-j", "DROP"},
-	}
+	rules := c.linkRules(0, 1)
 	var once sync.Once
 	heal := func() {
 		once.Do(func() {

@@ -575,6 +575,16 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	return w.b.Write(p)
 }
 
+// exitStatus is the status a command that ended with err exited with, and
+// false if it did not run to an exit at all.
+func exitStatus(err error) (int, bool) {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), true
+	}
+	return 0, err == nil
+}
+
 // lockWithin runs `homelock lock KEY --node API --wait WAIT -- echo ran`
 // (from any goroutine) and fails the test unless it ended within WAIT + waitSlack with one of
 // the exit statuses in want, without running its command.
@@ -583,11 +593,8 @@ func lockWithin(t *testing.T, bin, what, key, api string, wait time.Duration, wa
 	start := time.Now()
 	out, err := exec.Command(bin, "lock", key, "--node", api, "--wait", wait.String(), "--", "echo", "ran").CombinedOutput()
 	took := time.Since(start)
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
+	code, exited := exitStatus(err)
+	if !exited {
 		t.Errorf("%s: %v", what, err)
 		return
 	}

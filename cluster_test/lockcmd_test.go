@@ -14,8 +14,15 @@ import (
 )
 
 // keyHomedAt is a key whose home is id while n1, n2 and n3 are the members.
-func keyHomedAt(id, prefix string) string {
-	ring := epoch.NewRing(msg.Epoch{Members: []msg.Member{{ID: "n1", Version: 1}, {ID: "n2", Version: 1}, {ID: "n3", Version: 1}}})
+func keyHomedAt(id, prefix string) string { return keyHomedAmong(3, id, prefix) }
+
+// keyHomedAmong is keyHomedAt in a cluster of members n1..nN.
+func keyHomedAmong(n int, id, prefix string) string {
+	var members []msg.Member
+	for i := 1; i <= n; i++ {
+		members = append(members, msg.Member{ID: msg.NodeID(fmt.Sprintf("n%d", i)), Version: 1})
+	}
+	ring := epoch.NewRing(msg.Epoch{Members: members})
 	for i := 0; ; i++ {
 		k := fmt.Sprintf("%s-%d", prefix, i)
 		if h, _ := ring.Home(k); string(h.ID) == id {

@@ -1,0 +1,489 @@
+//go:build docker
+
+package clustertest
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	chaosDuration = flag.Duration("chaos.duration", 90*time.Second, "how long TestDockerChaos injects faults")
+	chaosSeed     = flag.Uint64("chaos.seed", 0, "TestDockerChaos's fault schedule (0: a new one)")
+	chaosNodes    = flag.Int("chaos.nodes", 3, "TestDockerChaos's node containers (3 to 9)")
+)
+
+// The chaos run: node containers (three, or -chaos.nodes) under load from
+// `homelock lock` on the host while faults come one after another,
+// sometimes two at once on different nodes: a node paused (`docker
+// pause`), cut off (`docker network disconnect`), killed and started
+// again, stopped as `homelock node --help` says (SIGTERM) and started
+// again, or one link between two nodes cut (iptables). Each fault lasts
+// 0.3–8 s, across DownAfter (2 s), so some nodes are removed and rejoin
+// and some are not; two at once on three nodes leave no majority.
+//
+// Two workers per node run `homelock lock KEY --node THAT-NODE -- sh -c
+// ...` in a loop on two keys homed at each node; the command appends
+// four lines to the key's file, 20 ms apart. What must hold, checked as it
+// runs (checkSectionLog for the files):
+//   - no two commands on one key run at once, tokens grow, and a command
+//     runs only while locked and, when `homelock lock` exits 0, to its end;
+//   - a `homelock lock` that does not get the lock ends within waitSlack
+//     (1.2 s) of its --wait, and every one within --wait plus its command's time,
+//     --kill-after and 10 s: a silent node never holds a caller past its
+//     deadline;
+//   - `homelock lock` exits 0 or with its documented 120 (lost), 121
+//     (unreachable), 122 (unavailable) or 123 (not in time);
+//   - after each fault is healed (unpaused, reconnected, started), every
+//     node locks a key of every home within healBound.
+//
+// The schedule comes from -chaos.seed; the timings do not replay exactly
+// (containers, the scheduler), so a failing seed names the faults that ran
+// rather than promising the same interleaving.
+func TestDockerChaos(t *testing.T) {
+	seed := *chaosSeed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	if *chaosNodes < 3 || *chaosNodes > 9 {
+		t.Fatalf("-chaos.nodes %d: want 3 to 9", *chaosNodes)
+	}
+	r := runChaos(t, chaosOptions{seed: seed, nodes: *chaosNodes, duration: *chaosDuration, faults: true})
+	if r.violation != "" {
+		t.Fatalf("%s\nfaults so far:\n%s\nreplay the schedule: go test -tags docker ./cluster_test -run 'TestDockerChaos$' -v -chaos.seed %d -chaos.nodes %d -chaos.duration %v",
+			r.violation, strings.Join(r.faults, "\n"), seed, *chaosNodes, *chaosDuration)
+	}
+	t.Logf("seed %d, %d nodes: %s", seed, *chaosNodes, r)
+	if r.locked == 0 || r.healed == 0 {
+		t.Fatalf("nothing to judge: %d sections ran to their end, %d faults healed", r.locked, r.healed)
+	}
+}
+
+// The chaos run's checks can go red: with --release-at-exit and a command
+// that leaves its writes running in the background, the lock ends while
+// the writes go on (as documented for that flag), and the next holder's
+// writes meet them in the key's file.
+func TestDockerChaosCatchesOverlap(t *testing.T) {
+	r := runChaos(t, chaosOptions{seed: 1, nodes: 3, duration: 20 * time.Second, unlockedWrites: true})
+	if !strings.Contains(r.violation, "overlapped") {
+		t.Fatalf("a command that writes on after its lock ended was not reported as an overlap: %q (%s)", r.violation, r)
+	}
+	t.Logf("reported: %s", r.violation)
+}
+
+type chaosOptions struct {
+	seed     uint64
+	nodes    int
+	duration time.Duration
+	faults   bool // without them, the workers alone
+	// unlockedWrites runs the commands' writes in the background under
+	// --release-at-exit, past the lock: a broken run the checks must see.
+	unlockedWrites bool
+}
+
+// chaosResult is what a chaos run saw; violation is its first broken rule.
+type chaosResult struct {
+	violation   string
+	faults      []string              // each fault as it ran, with its heal time
+	exits       map[int]int           // `homelock lock` exit status -> count
+	locked      int                   // sections that ran to their end (exit 0)
+	healed      int                   // faults after which every node locked again
+	longestHeal time.Duration         // of those
+	healByKind  map[string]int64      // longest heal per kind, ms
+	longest     map[int]time.Duration // longest `homelock lock` run per exit status
+}
+
+func (r chaosResult) String() string {
+	var exits []string
+	for _, code := range slices.Sorted(maps.Keys(r.exits)) {
+		exits = append(exits, fmt.Sprintf("%d×%d", code, r.exits[code]))
+	}
+	var kinds []string
+	for _, k := range slices.Sorted(maps.Keys(r.healByKind)) {
+		kinds = append(kinds, fmt.Sprintf("%s %d ms", k, r.healByKind[k]))
+	}
+	var longest []string
+	for _, code := range slices.Sorted(maps.Keys(r.longest)) {
+		longest = append(longest, fmt.Sprintf("%d in %v", code, r.longest[code].Round(time.Millisecond)))
+	}
+	return fmt.Sprintf("%d faults healed (longest heal %v, bound %v; by kind: %s); homelock lock exits %s (status×count), the longest of each status %s; %d sections ran to their end",
+		r.healed, r.longestHeal.Round(time.Millisecond), healBound, strings.Join(kinds, ", "), strings.Join(exits, " "), strings.Join(longest, ", "), r.locked)
+}
+
+// chaosWait is each worker's --wait, chaosKillAfter its --kill-after.
+const (
+	chaosWait      = 3 * time.Second
+	chaosKillAfter = time.Second
+)
+
+// chaosRun is one run's shared state.
+type chaosRun struct {
+	c    *dockerCluster
+	opts chaosOptions
+	dir  string
+	keys []string
+
+	mu        sync.Mutex
+	violation string
+	exits     map[string]map[int]int // key -> invocation ID -> exit status
+	codes     map[int]int
+	longest   map[int]time.Duration
+	nextID    int
+}
+
+func (ch *chaosRun) fail(format string, args ...any) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.violation == "" {
+		ch.violation = fmt.Sprintf(format, args...)
+	}
+}
+
+func (ch *chaosRun) failed() bool {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return ch.violation != ""
+}
+
+func runChaos(t *testing.T, opts chaosOptions) chaosResult {
+	c := startDockerClusterN(t, opts.nodes)
+	ch := &chaosRun{c: c, opts: opts, dir: t.TempDir(), exits: map[string]map[int]int{}, codes: map[int]int{}, longest: map[int]time.Duration{}}
+	for _, home := range c.ids() {
+		for i := range 2 {
+			ch.keys = append(ch.keys, keyHomedAmong(opts.nodes, home, fmt.Sprintf("chaos-%s-%d", home, i)))
+		}
+	}
+	for _, k := range ch.keys {
+		ch.exits[k] = map[int]int{}
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	var workers sync.WaitGroup
+	// However the test ends, no worker or lock command outlives it.
+	t.Cleanup(func() { stop(); workers.Wait() })
+	rng := rand.New(rand.NewPCG(opts.seed, 0x636861))
+	for w := range 2 * opts.nodes {
+		workers.Add(1)
+		wrng := rand.New(rand.NewPCG(rng.Uint64(), uint64(w)))
+		go func() {
+			defer workers.Done()
+			ch.work(ctx, w%opts.nodes, wrng)
+		}()
+	}
+	res := chaosResult{healByKind: map[string]int64{}}
+	end := time.Now().Add(opts.duration)
+	for time.Now().Before(end) && !ch.failed() {
+		if !opts.faults {
+			time.Sleep(500 * time.Millisecond)
+			continue
+		}
+		desc, healedAt := ch.fault(t, rng)
+		if ch.failed() {
+			res.faults = append(res.faults, desc)
+			break
+		}
+		took, ok := ch.waitHealed(healedAt)
+		res.faults = append(res.faults, fmt.Sprintf("%s; every node locked every home's key %v after the heal", desc, took.Round(time.Millisecond)))
+		if !ok {
+			ch.fail("%s: not every node locked a key of every home within %v of the heal", desc, healBound)
+			break
+		}
+		res.healed++
+		res.longestHeal = max(res.longestHeal, took)
+		for _, kind := range faultKinds(desc) {
+			res.healByKind[kind] = max(res.healByKind[kind], took.Milliseconds())
+		}
+		time.Sleep(time.Duration(500+rng.IntN(2500)) * time.Millisecond)
+	}
+	stop()
+	workers.Wait()
+	if opts.unlockedWrites {
+		time.Sleep(time.Second) // the background writes finish
+	}
+	ch.checkLogs()
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	res.violation, res.exits, res.longest = ch.violation, ch.codes, ch.longest
+	res.locked = ch.codes[0]
+	return res
+}
+
+// sectionScript is the command each lock runs: sectionWrites lines into
+// the key's file ($1), 20 ms apart, as invocation $2.
+var sectionScript = fmt.Sprintf(`i=1; while [ $i -le %d ]; do echo "$HOMELOCK_TOKEN $2 $i" >> "$1"; i=$((i+1)); sleep 0.02; done`, sectionWrites)
+
+// work locks a random key through node i, again and again, until ctx ends.
+func (ch *chaosRun) work(ctx context.Context, i int, rng *rand.Rand) {
+	for ctx.Err() == nil && !ch.failed() {
+		key := ch.keys[rng.IntN(len(ch.keys))]
+		ch.mu.Lock()
+		ch.nextID++
+		id := ch.nextID
+		ch.mu.Unlock()
+		args := []string{"lock", key, "--node", ch.c.api(i), "--wait", chaosWait.String(), "--kill-after", chaosKillAfter.String()}
+		script := sectionScript
+		if ch.opts.unlockedWrites {
+			args = append(args, "--release-at-exit")
+			script = "(" + sectionScript + ") &"
+		}
+		args = append(args, "--", "sh", "-c", script, "sh", ch.logFile(key), fmt.Sprint(id))
+		cmd := exec.Command(ch.c.bin, args...)
+		var out syncBuffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		start := time.Now()
+		if err := dieWithTest(cmd).Start(); err != nil {
+			ch.fail("start homelock lock: %v", err)
+			return
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		// The deadline every run must keep, whatever the node does.
+		bound := chaosWait + sectionWrites*100*time.Millisecond + chaosKillAfter + 10*time.Second
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(bound):
+			_ = cmd.Process.Kill()
+			<-done
+			ch.fail("homelock lock %s --node n%d (invocation %d) still ran after %v: --wait %v not kept\n%s", key, i+1, id, bound, chaosWait, out.String())
+			return
+		case <-ctx.Done():
+			// The run is over: let the lock command finish as it would.
+			err = <-done
+		}
+		code, ok := exitStatus(err)
+		if !ok {
+			ch.fail("homelock lock %s: %v", key, err)
+			return
+		}
+		ch.mu.Lock()
+		if !ch.opts.unlockedWrites { // there, exit 0 comes before the writes
+			ch.exits[key][id] = code
+		}
+		ch.codes[code]++
+		took := time.Since(start)
+		ch.longest[code] = max(ch.longest[code], took)
+		ch.mu.Unlock()
+		switch code {
+		case 121, 122, 123:
+			// Not locked: COMMAND never ran, and `lock --help` says a
+			// silent node ends the wait within about --wait.
+			if took > chaosWait+waitSlack {
+				ch.fail("homelock lock %s --node n%d (invocation %d) exited %d after %v: --wait %v not kept\n%s",
+					key, i+1, id, code, took.Round(time.Millisecond), chaosWait, out.String())
+				return
+			}
+		case 0, 120:
+		default:
+			ch.fail("homelock lock %s --node n%d (invocation %d) exited %d after %v, not a documented status\n%s",
+				key, i+1, id, code, time.Since(start).Round(time.Millisecond), out.String())
+			return
+		}
+		if ch.checkLog(key) {
+			return
+		}
+	}
+}
+
+func (ch *chaosRun) logFile(key string) string { return filepath.Join(ch.dir, key+".log") }
+
+// checkLog checks key's file so far and reports whether it broke a rule.
+func (ch *chaosRun) checkLog(key string) bool {
+	b, err := os.ReadFile(ch.logFile(key))
+	if err != nil && !os.IsNotExist(err) {
+		ch.fail("read %s's log: %v", key, err)
+		return true
+	}
+	ch.mu.Lock()
+	exits := make(map[int]int, len(ch.exits[key]))
+	for id, code := range ch.exits[key] {
+		exits[id] = code
+	}
+	ch.mu.Unlock()
+	// A running section's lines may be missing still; only finished
+	// invocations are judged for completeness, and those have ended.
+	if v := checkSectionLog(key, string(b), exits); v != "" {
+		ch.fail("%s", v)
+		return true
+	}
+	return false
+}
+
+func (ch *chaosRun) checkLogs() {
+	for _, key := range ch.keys {
+		if ch.checkLog(key) {
+			return
+		}
+	}
+}
+
+// The faults, each with its heal.
+var chaosFaultKinds = []string{"pause", "cut", "kill", "stop", "link"}
+
+func faultKinds(desc string) []string {
+	var kinds []string
+	for _, k := range chaosFaultKinds {
+		if strings.Contains(desc, k+" n") {
+			kinds = append(kinds, k)
+		}
+	}
+	return kinds
+}
+
+// fault injects one fault, or two on different nodes overlapping in time
+// (one in four), heals them, and returns what it did and when the last
+// heal was done.
+func (ch *chaosRun) fault(t *testing.T, rng *rand.Rand) (string, time.Time) {
+	type step struct {
+		at   time.Duration
+		what string
+		do   func() error
+	}
+	var steps []step
+	n := len(ch.c.names)
+	nodes := rng.Perm(n)
+	count := 1
+	if rng.IntN(4) == 0 {
+		count = 2
+	}
+	var offset time.Duration
+	for _, i := range nodes[:count] {
+		kind := chaosFaultKinds[rng.IntN(len(chaosFaultKinds))]
+		if kind == "link" && !ch.haveIPTables() {
+			kind = "cut"
+		}
+		length := time.Duration(300+rng.IntN(7700)) * time.Millisecond
+		other := nodes[(slices.Index(nodes, i)+1)%n]
+		inject, heal := ch.c.injector(kind, i, other)
+		ch.c.undo.add(func() { _ = heal() })
+		what := fmt.Sprintf("%s n%d", kind, i+1)
+		if kind == "link" {
+			what = fmt.Sprintf("link n%d-n%d", i+1, other+1)
+		}
+		steps = append(steps,
+			step{offset, what + " for " + length.String(), inject},
+			step{offset + length, "heal " + what, heal})
+		offset += time.Duration(rng.IntN(int(length/time.Millisecond)+1)) * time.Millisecond
+	}
+	slices.SortStableFunc(steps, func(a, b step) int { return int(a.at - b.at) })
+	begin := time.Now()
+	var done []string
+	for _, s := range steps {
+		time.Sleep(time.Until(begin.Add(s.at)))
+		if err := s.do(); err != nil {
+			ch.fail("%s: %v", s.what, err)
+			break
+		}
+		done = append(done, fmt.Sprintf("%v %s", time.Since(begin).Round(100*time.Millisecond), s.what))
+	}
+	t.Logf("fault: %s", strings.Join(done, ", "))
+	return strings.Join(done, ", "), time.Now()
+}
+
+func (ch *chaosRun) haveIPTables() bool {
+	return exec.Command("iptables", "-L", "DOCKER-USER", "-n").Run() == nil
+}
+
+// injector returns how to inflict kind on node i (a link: between i and
+// j) and how to heal it; heal is idempotent, so the test's undo may call
+// it again.
+func (c *dockerCluster) injector(kind string, i, j int) (inject, heal func() error) {
+	run := func(args ...string) error {
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			return fmt.Errorf("%s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		}
+		return nil
+	}
+	var once sync.Once
+	healOnce := func(f func() error) func() error {
+		return func() error {
+			var err error
+			once.Do(func() { err = f() })
+			return err
+		}
+	}
+	name := c.names[i]
+	switch kind {
+	case "pause":
+		return func() error { return run("docker", "pause", name) },
+			healOnce(func() error { return run("docker", "unpause", name) })
+	case "cut":
+		return func() error { return run("docker", "network", "disconnect", c.net, name) },
+			healOnce(func() error { return run("docker", "network", "connect", "--ip", c.ips[i], c.net, name) })
+	case "kill":
+		return func() error { return run("docker", "kill", name) },
+			healOnce(func() error { return run("docker", "start", name) })
+	case "stop":
+		return func() error { return run("docker", "stop", "-t", "30", name) },
+			healOnce(func() error { return run("docker", "start", name) })
+	case "link":
+		rules := c.linkRules(i, j)
+		return func() error {
+				for _, r := range rules {
+					if err := run(append([]string{"iptables", "-I"}, r...)...); err != nil {
+						return err
+					}
+				}
+				return nil
+			}, healOnce(func() error {
+				for _, r := range rules {
+					_ = exec.Command("iptables", append([]string{"-D"}, r...)...).Run()
+				}
+				return nil
+			})
+	}
+	panic("unknown fault " + kind)
+}
+
+// linkRules are the iptables rules (DOCKER-USER) that drop all traffic
+// between nodes i and j, both ways.
+func (c *dockerCluster) linkRules(i, j int) [][]string {
+	return [][]string{
+		{"DOCKER-USER", "-s", c.ips[i], "-d", c.ips[j], "-m", "comment", "--comment", dockerLabelArg(), "-j", "DROP"},
+		{"DOCKER-USER", "-s", c.ips[j], "-d", c.ips[i], "-m", "comment", "--comment", dockerLabelArg(), "-j", "DROP"},
+	}
+}
+
+// ids are the nodes' IDs, n1..nN.
+func (c *dockerCluster) ids() []string {
+	var ids []string
+	for i := range c.names {
+		ids = append(ids, fmt.Sprintf("n%d", i+1))
+	}
+	return ids
+}
+
+// waitHealed waits until every node locks a key of every home, and
+// returns how long after healedAt that was, and whether it was within
+// healBound.
+func (ch *chaosRun) waitHealed(healedAt time.Time) (time.Duration, bool) {
+	var probes []string
+	for _, home := range ch.c.ids() {
+		probes = append(probes, keyHomedAmong(len(ch.c.names), home, "chaos-heal-"+home))
+	}
+	for i := range ch.c.names {
+		for _, key := range probes {
+			for {
+				if _, err := ch.c.lockToken(i, key, time.Second); err == nil {
+					break
+				}
+				if time.Since(healedAt) > healBound || ch.failed() {
+					return time.Since(healedAt), false
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	}
+	took := time.Since(healedAt)
+	return took, took <= healBound
+}
