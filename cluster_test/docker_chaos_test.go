@@ -4,6 +4,7 @@ package clustertest
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"maps"
@@ -22,6 +23,7 @@ var (
 	chaosDuration = flag.Duration("chaos.duration", 90*time.Second, "how long TestDockerChaos injects faults")
 	chaosSeed     = flag.Uint64("chaos.seed", 0, "TestDockerChaos's fault schedule (0: a new one)")
 	chaosNodes    = flag.Int("chaos.nodes", 3, "TestDockerChaos's node containers (3 to 9)")
+	chaosRecord   = flag.String("chaos.record", "", "write every lock command and fault step of TestDockerChaos to this file, as JSON lines")
 )
 
 // The chaos run: node containers (three, or -chaos.nodes) under load from
@@ -46,7 +48,9 @@ var (
 //   - `homelock lock` exits 0 or with its documented 120 (lost), 121
 //     (unreachable), 122 (unavailable) or 123 (not in time);
 //   - after each fault is healed (unpaused, reconnected, started), every
-//     node locks a key of every home within healBound.
+//     node locks a key of every home within healBound;
+//   - a fault on one node (or one cut link) fails no lock through another
+//     node on a key homed at a third: they are still a majority.
 //
 // The schedule comes from -chaos.seed; the timings do not replay exactly
 // (containers, the scheduler), so a failing seed names the faults that ran
@@ -102,6 +106,7 @@ type chaosResult struct {
 	longestHeal time.Duration         // of those
 	healByKind  map[string]int64      // longest heal per kind, ms
 	longest     map[int]time.Duration // longest `homelock lock` run per exit status
+	judged      int                   // locks run through nodes no fault touched, on keys of such homes
 }
 
 func (r chaosResult) String() string {
@@ -117,8 +122,8 @@ func (r chaosResult) String() string {
 	for _, code := range slices.Sorted(maps.Keys(r.longest)) {
 		longest = append(longest, fmt.Sprintf("%d in %v", code, r.longest[code].Round(time.Millisecond)))
 	}
-	return fmt.Sprintf("%d faults healed (longest heal %v, bound %v; by kind: %s); homelock lock exits %s (status×count), the longest of each status %s; %d sections ran to their end",
-		r.healed, r.longestHeal.Round(time.Millisecond), healBound, strings.Join(kinds, ", "), strings.Join(exits, " "), strings.Join(longest, ", "), r.locked)
+	return fmt.Sprintf("%d faults healed (longest heal %v, bound %v; by kind: %s); homelock lock exits %s (status×count), the longest of each status %s; %d sections ran to their end; %d locks ran through nodes and homes that no fault touched, all granted",
+		r.healed, r.longestHeal.Round(time.Millisecond), healBound, strings.Join(kinds, ", "), strings.Join(exits, " "), strings.Join(longest, ", "), r.locked, r.judged)
 }
 
 // chaosWait is each worker's --wait, chaosKillAfter its --kill-after.
@@ -134,11 +139,16 @@ type chaosRun struct {
 	dir  string
 	keys []string
 
+	homes map[string]int // key -> its home's index
+
 	mu        sync.Mutex
+	faults    faultLog
+	record    *os.File // -chaos.record's file, or nil
 	violation string
 	exits     map[string]map[int]int // key -> invocation ID -> exit status
 	codes     map[int]int
 	longest   map[int]time.Duration
+	judged    int // locks that no fault, or one elsewhere, overlapped
 	nextID    int
 }
 
@@ -159,13 +169,24 @@ func (ch *chaosRun) failed() bool {
 func runChaos(t *testing.T, opts chaosOptions) chaosResult {
 	c := startDockerClusterN(t, opts.nodes)
 	ch := &chaosRun{c: c, opts: opts, dir: t.TempDir(), exits: map[string]map[int]int{}, codes: map[int]int{}, longest: map[int]time.Duration{}}
-	for _, home := range c.ids() {
+	ch.homes = map[string]int{}
+	for h, home := range c.ids() {
 		for i := range 2 {
-			ch.keys = append(ch.keys, keyHomedAmong(opts.nodes, home, fmt.Sprintf("chaos-%s-%d", home, i)))
+			key := keyHomedAmong(opts.nodes, home, fmt.Sprintf("chaos-%s-%d", home, i))
+			ch.keys = append(ch.keys, key)
+			ch.homes[key] = h
 		}
 	}
 	for _, k := range ch.keys {
 		ch.exits[k] = map[int]int{}
+	}
+	if *chaosRecord != "" && opts.faults {
+		f, err := os.Create(*chaosRecord)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = f.Close() })
+		ch.record = f
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	var workers sync.WaitGroup
@@ -193,6 +214,8 @@ func runChaos(t *testing.T, opts chaosOptions) chaosResult {
 			break
 		}
 		took, ok := ch.waitHealed(healedAt)
+		ch.faultsOver(time.Now())
+		ch.note(map[string]any{"healed": desc, "start": healedAt.UnixNano(), "end": healedAt.Add(took).UnixNano()})
 		res.faults = append(res.faults, fmt.Sprintf("%s; every node locked every home's key %v after the heal", desc, took.Round(time.Millisecond)))
 		if !ok {
 			ch.fail("%s: not every node locked a key of every home within %v of the heal", desc, healBound)
@@ -213,7 +236,7 @@ func runChaos(t *testing.T, opts chaosOptions) chaosResult {
 	ch.checkLogs()
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	res.violation, res.exits, res.longest = ch.violation, ch.codes, ch.longest
+	res.violation, res.exits, res.longest, res.judged = ch.violation, ch.codes, ch.longest, ch.judged
 	res.locked = ch.codes[0]
 	return res
 }
@@ -266,6 +289,8 @@ func (ch *chaosRun) work(ctx context.Context, i int, rng *rand.Rand) {
 			ch.fail("homelock lock %s: %v", key, err)
 			return
 		}
+		ch.note(map[string]any{"lock": id, "node": i + 1, "key": key, "start": start.UnixNano(), "end": time.Now().UnixNano(),
+			"code": code, "said": strings.TrimSpace(out.String())})
 		ch.mu.Lock()
 		if !ch.opts.unlockedWrites { // there, exit 0 comes before the writes
 			ch.exits[key][id] = code
@@ -289,10 +314,48 @@ func (ch *chaosRun) work(ctx context.Context, i int, rng *rand.Rand) {
 				key, i+1, id, code, time.Since(start).Round(time.Millisecond), out.String())
 			return
 		}
+		if w := ch.elsewhere(i, ch.homes[key], start, time.Now()); w != "" {
+			ch.mu.Lock()
+			ch.judged++
+			ch.mu.Unlock()
+			if code != 0 {
+				ch.fail("homelock lock %s (home n%d) --node n%d (invocation %d) exited %d during %s, which touched neither node\n%s",
+					key, ch.homes[key]+1, i+1, id, code, w, out.String())
+				return
+			}
+		}
 		if ch.checkLog(key) {
 			return
 		}
 	}
+}
+
+// faultsOver ends every open fault window at end.
+func (ch *chaosRun) faultsOver(end time.Time) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	ch.faults.over(end)
+}
+
+// elsewhere is faultLog.elsewhere under the run's lock.
+func (ch *chaosRun) elsewhere(i, home int, start, end time.Time) string {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return ch.faults.elsewhere(i, home, start, end)
+}
+
+// note writes one JSON line to -chaos.record's file, if there is one.
+func (ch *chaosRun) note(v map[string]any) {
+	if ch.record == nil {
+		return
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	_, _ = ch.record.Write(append(b, '\n'))
 }
 
 func (ch *chaosRun) logFile(key string) string { return filepath.Join(ch.dir, key+".log") }
@@ -345,9 +408,10 @@ func faultKinds(desc string) []string {
 // heal was done.
 func (ch *chaosRun) fault(t *testing.T, rng *rand.Rand) (string, time.Time) {
 	type step struct {
-		at   time.Duration
-		what string
-		do   func() error
+		at     time.Duration
+		what   string
+		do     func() error
+		window *chaosFault // for an injection
 	}
 	var steps []step
 	n := len(ch.c.names)
@@ -367,12 +431,14 @@ func (ch *chaosRun) fault(t *testing.T, rng *rand.Rand) (string, time.Time) {
 		inject, heal := ch.c.injector(kind, i, other)
 		ch.c.undo.add(func() { _ = heal() })
 		what := fmt.Sprintf("%s n%d", kind, i+1)
+		w := &chaosFault{what: what, nodes: []int{i}}
 		if kind == "link" {
 			what = fmt.Sprintf("link n%d-n%d", i+1, other+1)
+			w = &chaosFault{what: what, nodes: []int{i, other}}
 		}
 		steps = append(steps,
-			step{offset, what + " for " + length.String(), inject},
-			step{offset + length, "heal " + what, heal})
+			step{offset, what + " for " + length.String(), inject, w},
+			step{offset + length, "heal " + what, heal, nil})
 		offset += time.Duration(rng.IntN(int(length/time.Millisecond)+1)) * time.Millisecond
 	}
 	slices.SortStableFunc(steps, func(a, b step) int { return int(a.at - b.at) })
@@ -380,10 +446,17 @@ func (ch *chaosRun) fault(t *testing.T, rng *rand.Rand) (string, time.Time) {
 	var done []string
 	for _, s := range steps {
 		time.Sleep(time.Until(begin.Add(s.at)))
+		at := time.Now()
+		if s.window != nil {
+			ch.mu.Lock()
+			ch.faults.begin(s.window, at)
+			ch.mu.Unlock()
+		}
 		if err := s.do(); err != nil {
 			ch.fail("%s: %v", s.what, err)
 			break
 		}
+		ch.note(map[string]any{"fault": s.what, "start": at.UnixNano(), "end": time.Now().UnixNano()})
 		done = append(done, fmt.Sprintf("%v %s", time.Since(begin).Round(100*time.Millisecond), s.what))
 	}
 	t.Logf("fault: %s", strings.Join(done, ", "))

@@ -2,12 +2,17 @@ package clustertest
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/homelock/homelock/fence"
 )
+
+// The checks of the Docker chaos run (docker_chaos_test.go) that need no
+// Docker: its key files and its faults' reach.
 
 // A section log is what the commands run under `homelock lock KEY` wrote to
 // KEY's file, one line per write, appended (O_APPEND, one write a line, so
@@ -139,6 +144,93 @@ func TestCheckSectionLog(t *testing.T) {
 			got := checkSectionLog("k", tc.log, tc.exits)
 			if tc.want == "" && got != "" || tc.want != "" && !strings.Contains(got, tc.want) {
 				t.Fatalf("checkSectionLog = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// chaosFault is a fault from just before it was injected until every node
+// locked again after its heal (end zero until then).
+type chaosFault struct {
+	what       string
+	nodes      []int // the node it silences, or a cut link's two ends
+	start, end time.Time
+}
+
+// faultLog is the chaos run's faults as they came.
+type faultLog struct{ faults []*chaosFault }
+
+func (l *faultLog) begin(f *chaosFault, at time.Time) {
+	f.start = at
+	l.faults = append(l.faults, f)
+}
+
+// over ends every open fault at end.
+func (l *faultLog) over(end time.Time) {
+	for _, f := range l.faults {
+		if f.end.IsZero() {
+			f.end = end
+		}
+	}
+}
+
+// elsewhere says what faults there were if a lock through node i on a key
+// homed at home, run from start to end, overlapped no fault, or one that
+// touched neither node; "" otherwise. One node paused, cut off, killed,
+// stopped, or cut from one peer, leaves the others a majority, so locks
+// between them must go on (two at once on three nodes leave none, and are
+// not judged). A second after the heal check passed is the fault's too.
+func (l *faultLog) elsewhere(i, home int, start, end time.Time) string {
+	var during []*chaosFault
+	for _, f := range l.faults {
+		if f.start.Before(end) && (f.end.IsZero() || f.end.Add(time.Second).After(start)) {
+			during = append(during, f)
+		}
+	}
+	switch {
+	case len(during) > 1:
+		return ""
+	case len(during) == 0:
+		return "no fault"
+	case slices.Contains(during[0].nodes, i) || slices.Contains(during[0].nodes, home):
+		return ""
+	}
+	return "only " + during[0].what
+}
+
+func TestFaultLogElsewhere(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	var l faultLog
+	l.begin(&chaosFault{what: "pause n1", nodes: []int{0}}, at(10))
+	l.over(at(20))
+	l.begin(&chaosFault{what: "link n2-n3", nodes: []int{1, 2}}, at(30))
+	l.begin(&chaosFault{what: "kill n4", nodes: []int{3}}, at(35))
+	l.over(at(40))
+	l.begin(&chaosFault{what: "cut n5", nodes: []int{4}}, at(50)) // still on
+	for _, tc := range []struct {
+		name       string
+		node, home int
+		start, end float64
+		want       string
+	}{
+		{"before any fault", 1, 2, 1, 4, "no fault"},
+		{"between faults", 1, 2, 22, 25, "no fault"},
+		{"through the paused node", 0, 2, 12, 15, ""},
+		{"homed at the paused node", 1, 0, 12, 15, ""},
+		{"elsewhere during the pause", 1, 2, 12, 15, "only pause n1"},
+		{"ends as the pause begins", 1, 2, 8, 10.5, "only pause n1"},
+		{"within a second of the heal check", 0, 2, 20.5, 22, ""},
+		{"past that second", 0, 2, 21.5, 22, "no fault"},
+		{"through a cut link's end", 2, 0, 31, 33, ""},
+		{"elsewhere during the link cut", 0, 4, 31, 33, "only link n2-n3"},
+		{"two faults at once", 0, 4, 34, 36, ""},
+		{"a fault still on", 0, 1, 60, 61, "only cut n5"},
+		{"through the node still cut", 4, 1, 60, 61, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := l.elsewhere(tc.node, tc.home, at(tc.start), at(tc.end)); got != tc.want {
+				t.Fatalf("elsewhere(n%d, home n%d, %v-%v s) = %q, want %q", tc.node+1, tc.home+1, tc.start, tc.end, got, tc.want)
 			}
 		})
 	}
