@@ -64,7 +64,7 @@ func undoOnSignal(t *testing.T, u *undo) {
 		select {
 		case s := <-sigs:
 			u.run()
-			fmt.Fprintf(os.Stderr, "%s: %v: removed its containers, network, image and iptables rules\n", t.Name(), s)
+			fmt.Fprintf(os.Stderr, "%s: %v: removed its containers, network, image, iptables rules and temp dirs\n", t.Name(), s)
 			os.Exit(128 + int(s.(syscall.Signal)))
 		case <-stop:
 		}
