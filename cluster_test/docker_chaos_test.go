@@ -69,8 +69,8 @@ func TestDockerChaos(t *testing.T) {
 			r.violation, strings.Join(r.faults, "\n"), seed, *chaosNodes, *chaosDuration)
 	}
 	t.Logf("seed %d, %d nodes: %s", seed, *chaosNodes, r)
-	if r.locked == 0 || r.healed == 0 {
-		t.Fatalf("nothing to judge: %d sections ran to their end, %d faults healed", r.locked, r.healed)
+	if r.exits[0] == 0 || r.healed == 0 {
+		t.Fatalf("nothing to judge: %d sections ran to their end, %d faults healed", r.exits[0], r.healed)
 	}
 }
 
@@ -101,7 +101,6 @@ type chaosResult struct {
 	violation   string
 	faults      []string              // each fault as it ran, with its heal time
 	exits       map[int]int           // `homelock lock` exit status -> count
-	locked      int                   // sections that ran to their end (exit 0)
 	healed      int                   // faults after which every node locked again
 	longestHeal time.Duration         // of those
 	healByKind  map[string]int64      // longest heal per kind, ms
@@ -123,7 +122,7 @@ func (r chaosResult) String() string {
 		longest = append(longest, fmt.Sprintf("%d in %v", code, r.longest[code].Round(time.Millisecond)))
 	}
 	return fmt.Sprintf("%d faults healed (longest heal %v, bound %v; by kind: %s); homelock lock exits %s (status×count), the longest of each status %s; %d sections ran to their end; %d locks ran through nodes and homes that no fault touched, all granted",
-		r.healed, r.longestHeal.Round(time.Millisecond), healBound, strings.Join(kinds, ", "), strings.Join(exits, " "), strings.Join(longest, ", "), r.locked, r.judged)
+		r.healed, r.longestHeal.Round(time.Millisecond), healBound, strings.Join(kinds, ", "), strings.Join(exits, " "), strings.Join(longest, ", "), r.exits[0], r.judged)
 }
 
 // chaosWait is each worker's --wait, chaosKillAfter its --kill-after.
@@ -170,7 +169,7 @@ func runChaos(t *testing.T, opts chaosOptions) chaosResult {
 	c := startDockerClusterN(t, opts.nodes)
 	ch := &chaosRun{c: c, opts: opts, dir: t.TempDir(), exits: map[string]map[int]int{}, codes: map[int]int{}, longest: map[int]time.Duration{}}
 	ch.homes = map[string]int{}
-	for h, home := range c.ids() {
+	for h, home := range c.ids {
 		for i := range 2 {
 			key := keyHomedAmong(opts.nodes, home, fmt.Sprintf("chaos-%s-%d", home, i))
 			ch.keys = append(ch.keys, key)
@@ -208,7 +207,7 @@ func runChaos(t *testing.T, opts chaosOptions) chaosResult {
 			time.Sleep(500 * time.Millisecond)
 			continue
 		}
-		desc, healedAt := ch.fault(t, rng)
+		desc, kinds, healedAt := ch.fault(t, rng)
 		if ch.failed() {
 			res.faults = append(res.faults, desc)
 			break
@@ -223,7 +222,7 @@ func runChaos(t *testing.T, opts chaosOptions) chaosResult {
 		}
 		res.healed++
 		res.longestHeal = max(res.longestHeal, took)
-		for _, kind := range faultKinds(desc) {
+		for _, kind := range kinds {
 			res.healByKind[kind] = max(res.healByKind[kind], took.Milliseconds())
 		}
 		time.Sleep(time.Duration(500+rng.IntN(2500)) * time.Millisecond)
@@ -237,7 +236,6 @@ func runChaos(t *testing.T, opts chaosOptions) chaosResult {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	res.violation, res.exits, res.longest, res.judged = ch.violation, ch.codes, ch.longest, ch.judged
-	res.locked = ch.codes[0]
 	return res
 }
 
@@ -284,19 +282,20 @@ func (ch *chaosRun) work(ctx context.Context, i int, rng *rand.Rand) {
 			// The run is over: let the lock command finish as it would.
 			err = <-done
 		}
+		ended := time.Now()
+		took := ended.Sub(start)
 		code, ok := exitStatus(err)
 		if !ok {
 			ch.fail("homelock lock %s: %v", key, err)
 			return
 		}
-		ch.note(map[string]any{"lock": id, "node": i + 1, "key": key, "start": start.UnixNano(), "end": time.Now().UnixNano(),
+		ch.note(map[string]any{"lock": id, "node": i + 1, "key": key, "start": start.UnixNano(), "end": ended.UnixNano(),
 			"code": code, "said": strings.TrimSpace(out.String())})
 		ch.mu.Lock()
 		if !ch.opts.unlockedWrites { // there, exit 0 comes before the writes
 			ch.exits[key][id] = code
 		}
 		ch.codes[code]++
-		took := time.Since(start)
 		ch.longest[code] = max(ch.longest[code], took)
 		ch.mu.Unlock()
 		switch code {
@@ -311,10 +310,10 @@ func (ch *chaosRun) work(ctx context.Context, i int, rng *rand.Rand) {
 		case 0, 120:
 		default:
 			ch.fail("homelock lock %s --node n%d (invocation %d) exited %d after %v, not a documented status\n%s",
-				key, i+1, id, code, time.Since(start).Round(time.Millisecond), out.String())
+				key, i+1, id, code, took.Round(time.Millisecond), out.String())
 			return
 		}
-		if w := ch.elsewhere(i, ch.homes[key], start, time.Now()); w != "" {
+		if w := ch.elsewhere(i, ch.homes[key], start, ended); w != "" {
 			ch.mu.Lock()
 			ch.judged++
 			ch.mu.Unlock()
@@ -393,20 +392,10 @@ func (ch *chaosRun) checkLogs() {
 // The faults, each with its heal.
 var chaosFaultKinds = []string{"pause", "cut", "kill", "stop", "link"}
 
-func faultKinds(desc string) []string {
-	var kinds []string
-	for _, k := range chaosFaultKinds {
-		if strings.Contains(desc, k+" n") {
-			kinds = append(kinds, k)
-		}
-	}
-	return kinds
-}
-
 // fault injects one fault, or two on different nodes overlapping in time
-// (one in four), heals them, and returns what it did and when the last
-// heal was done.
-func (ch *chaosRun) fault(t *testing.T, rng *rand.Rand) (string, time.Time) {
+// (one in four), heals them, and returns what it did, the fault kinds, and
+// when the last heal was done.
+func (ch *chaosRun) fault(t *testing.T, rng *rand.Rand) (string, []string, time.Time) {
 	type step struct {
 		at     time.Duration
 		what   string
@@ -421,11 +410,13 @@ func (ch *chaosRun) fault(t *testing.T, rng *rand.Rand) (string, time.Time) {
 		count = 2
 	}
 	var offset time.Duration
+	var kinds []string
 	for _, i := range nodes[:count] {
 		kind := chaosFaultKinds[rng.IntN(len(chaosFaultKinds))]
 		if kind == "link" && !ch.haveIPTables() {
 			kind = "cut"
 		}
+		kinds = append(kinds, kind)
 		length := time.Duration(300+rng.IntN(7700)) * time.Millisecond
 		other := nodes[(slices.Index(nodes, i)+1)%n]
 		inject, heal := ch.c.injector(kind, i, other)
@@ -460,7 +451,7 @@ func (ch *chaosRun) fault(t *testing.T, rng *rand.Rand) (string, time.Time) {
 		done = append(done, fmt.Sprintf("%v %s", time.Since(begin).Round(100*time.Millisecond), s.what))
 	}
 	t.Logf("fault: %s", strings.Join(done, ", "))
-	return strings.Join(done, ", "), time.Now()
+	return strings.Join(done, ", "), kinds, time.Now()
 }
 
 func (ch *chaosRun) haveIPTables() bool {
@@ -527,21 +518,12 @@ func (c *dockerCluster) linkRules(i, j int) [][]string {
 	}
 }
 
-// ids are the nodes' IDs, n1..nN.
-func (c *dockerCluster) ids() []string {
-	var ids []string
-	for i := range c.names {
-		ids = append(ids, fmt.Sprintf("n%d", i+1))
-	}
-	return ids
-}
-
 // waitHealed waits until every node locks a key of every home, and
 // returns how long after healedAt that was, and whether it was within
 // healBound.
 func (ch *chaosRun) waitHealed(healedAt time.Time) (time.Duration, bool) {
 	var probes []string
-	for _, home := range ch.c.ids() {
+	for _, home := range ch.c.ids {
 		probes = append(probes, keyHomedAmong(len(ch.c.names), home, "chaos-heal-"+home))
 	}
 	for i := range ch.c.names {

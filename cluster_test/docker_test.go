@@ -37,6 +37,7 @@ type dockerCluster struct {
 	t       *testing.T
 	bin     string // homelock built for this host (lock, status)
 	net     string
+	ids     []string // node IDs, n1..nN
 	names   []string // container names, n1..nN
 	ips     []string
 	started time.Time
@@ -96,6 +97,7 @@ func startDockerClusterN(t *testing.T, n int) *dockerCluster {
 	for i := range n {
 		ids = append(ids, fmt.Sprintf("n%d", i+1))
 	}
+	c.ids = ids
 	for i := range ids {
 		c.ips = append(c.ips, fmt.Sprintf("172.30.%d.%d", third, 11+i))
 		c.names = append(c.names, "hl-"+suffix+"-"+ids[i])
