@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,67 +43,139 @@ import (
 // sectionWrites is how many lines each command writes.
 const sectionWrites = 4
 
-// checkSectionLog returns the first broken rule in key's log, or "".
-// exits maps an invocation's ID to `homelock lock`'s exit status; an ID
-// with no entry is not checked for completeness.
-func checkSectionLog(key, log string, exits map[int]int) string {
-	type section struct {
-		token fence.Token
-		lines int
-	}
-	sections := map[int]*section{}
-	byToken := map[fence.Token]int{}
-	latest := -1 // ID of the section that began last
-	for n, line := range strings.Split(strings.TrimRight(log, "\n"), "\n") {
-		if line == "" {
-			continue
-		}
-		f := strings.Fields(line)
-		if len(f) != 3 {
-			return fmt.Sprintf("%s line %d: %q is not TOKEN ID N", key, n+1, line)
-		}
-		tok, err := fence.ParseToken(f[0])
-		id, errID := strconv.Atoi(f[1])
-		seq, errSeq := strconv.Atoi(f[2])
-		if err != nil || errID != nil || errSeq != nil {
-			return fmt.Sprintf("%s line %d: %q is not TOKEN ID N", key, n+1, line)
-		}
-		s, seen := sections[id]
-		switch {
-		case !seen:
-			if other, dup := byToken[tok]; dup {
-				return fmt.Sprintf("%s line %d: sections %d and %d both hold token %s", key, n+1, other, id, tok)
-			}
-			if latest >= 0 && !sections[latest].token.Less(tok) {
-				return fmt.Sprintf("%s line %d: section %d began with token %s, not above %s of section %d before it",
-					key, n+1, id, tok, sections[latest].token, latest)
-			}
-			s = &section{token: tok}
-			sections[id], byToken[tok], latest = s, id, id
-		case s.token != tok:
-			return fmt.Sprintf("%s line %d: section %d wrote token %s, and %s before", key, n+1, id, tok, s.token)
-		case id != latest:
-			return fmt.Sprintf("%s line %d: section %d (token %s) wrote after section %d (token %s) began: two critical sections of %s overlapped",
-				key, n+1, id, tok, latest, sections[latest].token, key)
-		}
-		s.lines++
-		if seq != s.lines {
-			return fmt.Sprintf("%s line %d: section %d's write %d came as its number %d", key, n+1, id, seq, s.lines)
-		}
-	}
-	for id, code := range exits {
-		lines := 0
-		if s := sections[id]; s != nil {
-			lines = s.lines
-		}
-		switch {
-		case code == 0 && lines != sectionWrites:
-			return fmt.Sprintf("%s: invocation %d exited 0 after %d of its %d writes", key, id, lines, sectionWrites)
-		case code >= 121 && code <= 123 && lines > 0:
-			return fmt.Sprintf("%s: invocation %d exited %d (not locked), but its command wrote %d lines", key, id, code, lines)
+// sectionLog checks one key's log as it grows: add takes what was appended
+// since the last call, exited each invocation's exit status, so a run of
+// many locks reads every line once.
+type sectionLog struct {
+	key      string
+	sections map[int]*logSection
+	byToken  map[fence.Token]int
+	latest   int    // ID of the section that began last, -1 before any
+	lines    int    // complete lines taken
+	rest     string // a last line whose newline has not come yet
+	exits    map[int]int
+}
+
+type logSection struct {
+	token fence.Token
+	lines int
+}
+
+func newSectionLog(key string) *sectionLog {
+	return &sectionLog{key: key, sections: map[int]*logSection{}, byToken: map[fence.Token]int{}, latest: -1, exits: map[int]int{}}
+}
+
+// add takes the bytes appended to the log since the last call and returns
+// the first rule they break, or "". A line is judged once its newline has
+// come: a reader may see a write half done.
+func (l *sectionLog) add(appended string) string {
+	text := l.rest + appended
+	cut := strings.LastIndexByte(text, '\n') + 1
+	l.rest = text[cut:]
+	for line := range strings.Lines(text[:cut]) {
+		l.lines++
+		if v := l.line(strings.TrimSuffix(line, "\n")); v != "" {
+			return v
 		}
 	}
 	return ""
+}
+
+func (l *sectionLog) line(line string) string {
+	n := l.lines
+	f := strings.Fields(line)
+	if len(f) != 3 {
+		return fmt.Sprintf("%s line %d: %q is not TOKEN ID N", l.key, n, line)
+	}
+	tok, err := fence.ParseToken(f[0])
+	id, errID := strconv.Atoi(f[1])
+	seq, errSeq := strconv.Atoi(f[2])
+	if err != nil || errID != nil || errSeq != nil {
+		return fmt.Sprintf("%s line %d: %q is not TOKEN ID N", l.key, n, line)
+	}
+	s, seen := l.sections[id]
+	switch {
+	case !seen:
+		if other, dup := l.byToken[tok]; dup {
+			return fmt.Sprintf("%s line %d: sections %d and %d both hold token %s", l.key, n, other, id, tok)
+		}
+		if l.latest >= 0 && !l.sections[l.latest].token.Less(tok) {
+			return fmt.Sprintf("%s line %d: section %d began with token %s, not above %s of section %d before it",
+				l.key, n, id, tok, l.sections[l.latest].token, l.latest)
+		}
+		s = &logSection{token: tok}
+		l.sections[id], l.byToken[tok], l.latest = s, id, id
+	case s.token != tok:
+		return fmt.Sprintf("%s line %d: section %d wrote token %s, and %s before", l.key, n, id, tok, s.token)
+	case id != l.latest:
+		return fmt.Sprintf("%s line %d: section %d (token %s) wrote after section %d (token %s) began: two critical sections of %s overlapped",
+			l.key, n, id, tok, l.latest, l.sections[l.latest].token, l.key)
+	}
+	s.lines++
+	if seq != s.lines {
+		return fmt.Sprintf("%s line %d: section %d's write %d came as its number %d", l.key, n, id, seq, s.lines)
+	}
+	if s.lines > sectionWrites {
+		return fmt.Sprintf("%s line %d: section %d wrote %d lines, more than its %d", l.key, n, id, s.lines, sectionWrites)
+	}
+	if code, ok := l.exits[id]; ok {
+		return l.judge(id, code)
+	}
+	return ""
+}
+
+// exited records that invocation id's `homelock lock` exited with code,
+// once the log holds everything written before that exit, and returns the
+// first rule its lines break, or "". Lines it writes later are judged
+// against the status as they come.
+func (l *sectionLog) exited(id, code int) string {
+	l.exits[id] = code
+	if v := l.judge(id, code); v != "" {
+		return v
+	}
+	if code == 0 {
+		lines := 0
+		if s := l.sections[id]; s != nil {
+			lines = s.lines
+		}
+		if lines != sectionWrites {
+			return fmt.Sprintf("%s: invocation %d exited 0 after %d of its %d writes", l.key, id, lines, sectionWrites)
+		}
+	}
+	return ""
+}
+
+// judge checks invocation id's lines so far against its exit status: a lock
+// not granted ran nothing.
+func (l *sectionLog) judge(id, code int) string {
+	if s := l.sections[id]; s != nil && code >= 121 && code <= 123 {
+		return fmt.Sprintf("%s: invocation %d exited %d (not locked), but its command wrote %d lines", l.key, id, code, s.lines)
+	}
+	return ""
+}
+
+// end returns the rule the log's end breaks: a last line never finished.
+func (l *sectionLog) end() string {
+	if l.rest != "" {
+		return fmt.Sprintf("%s line %d: %q has no newline at the end of the log", l.key, l.lines+1, l.rest)
+	}
+	return ""
+}
+
+// checkSectionLog returns the first broken rule in key's whole log, or "".
+// exits maps an invocation's ID to `homelock lock`'s exit status; an ID
+// with no entry is not checked for completeness.
+func checkSectionLog(key, log string, exits map[int]int) string {
+	l := newSectionLog(key)
+	if v := l.add(log); v != "" {
+		return v
+	}
+	for _, id := range slices.Sorted(maps.Keys(exits)) {
+		if v := l.exited(id, exits[id]); v != "" {
+			return v
+		}
+	}
+	return l.end()
 }
 
 func TestCheckSectionLog(t *testing.T) {
@@ -139,13 +212,52 @@ func TestCheckSectionLog(t *testing.T) {
 		{name: "ran though not locked", log: full("e1.i1.c1.s1", 1), exits: map[int]int{1: 123}, want: "not locked"},
 		{name: "garbage", log: "hello\n", want: "not TOKEN ID N"},
 		{name: "bad token", log: "x1.i1 1 1\n", want: "not TOKEN ID N"},
+		{name: "empty line", log: full("e1.i1.c1.s1", 1) + "\n", want: "not TOKEN ID N"},
+		{name: "last line unfinished", log: full("e1.i1.c1.s1", 1) + "e1.i1.c1.s2 2", want: "no newline"},
+		{name: "more writes than the script makes", log: full("e1.i1.c1.s1", 1) + "e1.i1.c1.s1 1 5\n", want: "more than its 4"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := checkSectionLog("k", tc.log, tc.exits)
 			if tc.want == "" && got != "" || tc.want != "" && !strings.Contains(got, tc.want) {
 				t.Fatalf("checkSectionLog = %q, want %q", got, tc.want)
 			}
+			// Read as the chaos run reads it, a few bytes at a time, half
+			// lines included, the verdict is the same.
+			for size := 1; size <= 7; size++ {
+				l := newSectionLog("k")
+				var v string
+				for rest := tc.log; rest != "" && v == ""; {
+					n := min(size, len(rest))
+					v, rest = l.add(rest[:n]), rest[n:]
+				}
+				for _, id := range slices.Sorted(maps.Keys(tc.exits)) {
+					if v == "" {
+						v = l.exited(id, tc.exits[id])
+					}
+				}
+				if v == "" {
+					v = l.end()
+				}
+				if v != got {
+					t.Fatalf("read %d bytes at a time: %q, whole: %q", size, v, got)
+				}
+			}
 		})
+	}
+}
+
+// An exit status is judged against lines that come after it too: a lock
+// command that said "not locked" while its command went on running.
+func TestSectionLogLinesAfterExit(t *testing.T) {
+	l := newSectionLog("k")
+	if v := l.add("e1.i1.c1.s1 1 1\n"); v != "" {
+		t.Fatal(v)
+	}
+	if v := l.exited(2, 122); v != "" {
+		t.Fatal(v)
+	}
+	if v := l.add("e1.i1.c1.s1 1 2\ne1.i1.c2.s1 2 1\n"); !strings.Contains(v, "invocation 2 exited 122 (not locked)") {
+		t.Fatalf("a write of an invocation that exited 122: %q", v)
 	}
 }
 

@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -144,7 +146,7 @@ type chaosRun struct {
 	faults    faultLog
 	record    *os.File // -chaos.record's file, or nil
 	violation string
-	exits     map[string]map[int]int // key -> invocation ID -> exit status
+	logs      map[string]*keyLog // key -> its file, as checked so far
 	codes     map[int]int
 	longest   map[int]time.Duration
 	judged    int // locks that no fault, or one elsewhere, overlapped
@@ -167,7 +169,7 @@ func (ch *chaosRun) failed() bool {
 
 func runChaos(t *testing.T, opts chaosOptions) chaosResult {
 	c := startDockerClusterN(t, opts.nodes)
-	ch := &chaosRun{c: c, opts: opts, dir: t.TempDir(), exits: map[string]map[int]int{}, codes: map[int]int{}, longest: map[int]time.Duration{}}
+	ch := &chaosRun{c: c, opts: opts, dir: t.TempDir(), logs: map[string]*keyLog{}, codes: map[int]int{}, longest: map[int]time.Duration{}}
 	ch.homes = map[string]int{}
 	for h, home := range c.ids {
 		for i := range 2 {
@@ -177,7 +179,7 @@ func runChaos(t *testing.T, opts chaosOptions) chaosResult {
 		}
 	}
 	for _, k := range ch.keys {
-		ch.exits[k] = map[int]int{}
+		ch.logs[k] = &keyLog{log: newSectionLog(k)}
 	}
 	if *chaosRecord != "" && opts.faults {
 		f, err := os.Create(*chaosRecord)
@@ -292,9 +294,6 @@ func (ch *chaosRun) work(ctx context.Context, i int, rng *rand.Rand) {
 		ch.note(map[string]any{"lock": id, "node": i + 1, "key": key, "start": start.UnixNano(), "end": ended.UnixNano(),
 			"code": code, "said": strings.TrimSpace(out.String())})
 		ch.mu.Lock()
-		if !ch.opts.unlockedWrites { // there, exit 0 comes before the writes
-			ch.exits[key][id] = code
-		}
 		ch.codes[code]++
 		ch.longest[code] = max(ch.longest[code], took)
 		ch.mu.Unlock()
@@ -323,7 +322,11 @@ func (ch *chaosRun) work(ctx context.Context, i int, rng *rand.Rand) {
 				return
 			}
 		}
-		if ch.checkLog(key) {
+		exit := code
+		if ch.opts.unlockedWrites { // there, exit 0 comes before the writes
+			exit = -1
+		}
+		if ch.checkLog(key, id, exit) {
 			return
 		}
 	}
@@ -359,31 +362,62 @@ func (ch *chaosRun) note(v map[string]any) {
 
 func (ch *chaosRun) logFile(key string) string { return filepath.Join(ch.dir, key+".log") }
 
-// checkLog checks key's file so far and reports whether it broke a rule.
-func (ch *chaosRun) checkLog(key string) bool {
-	b, err := os.ReadFile(ch.logFile(key))
-	if err != nil && !os.IsNotExist(err) {
+// keyLog is a key's file and how far the run has checked it.
+type keyLog struct {
+	mu  sync.Mutex
+	log *sectionLog
+	off int64
+}
+
+// checkLog checks what key's file gained since the last check, then, unless
+// code is negative, invocation id's exit status (every line it wrote came
+// before its exit, so the file now holds them), and reports whether a rule
+// broke.
+func (ch *chaosRun) checkLog(key string, id, code int) bool {
+	kl := ch.logs[key]
+	kl.mu.Lock()
+	defer kl.mu.Unlock()
+	v, err := kl.readOn(ch.logFile(key))
+	if err != nil {
 		ch.fail("read %s's log: %v", key, err)
 		return true
 	}
-	ch.mu.Lock()
-	exits := make(map[int]int, len(ch.exits[key]))
-	for id, code := range ch.exits[key] {
-		exits[id] = code
+	if v == "" && code >= 0 {
+		v = kl.log.exited(id, code)
 	}
-	ch.mu.Unlock()
-	// A running section's lines may be missing still; only finished
-	// invocations are judged for completeness, and those have ended.
-	if v := checkSectionLog(key, string(b), exits); v != "" {
+	if v != "" {
 		ch.fail("%s", v)
 		return true
 	}
 	return false
 }
 
+// readOn feeds the log what the file gained since the last read.
+func (kl *keyLog) readOn(path string) (string, error) {
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.NewSectionReader(f, kl.off, math.MaxInt64-kl.off))
+	if err != nil {
+		return "", err
+	}
+	kl.off += int64(len(b))
+	return kl.log.add(string(b)), nil
+}
+
+// checkLogs checks every key's file to its end, once no command writes.
 func (ch *chaosRun) checkLogs() {
 	for _, key := range ch.keys {
-		if ch.checkLog(key) {
+		if ch.checkLog(key, 0, -1) {
+			return
+		}
+		if v := ch.logs[key].log.end(); v != "" {
+			ch.fail("%s", v)
 			return
 		}
 	}
