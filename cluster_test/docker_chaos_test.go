@@ -217,8 +217,10 @@ func runChaos(t *testing.T, opts chaosOptions) chaosResult {
 		took, ok := ch.waitHealed(healedAt)
 		ch.faultsOver(time.Now())
 		ch.note(map[string]any{"healed": desc, "start": healedAt.UnixNano(), "end": healedAt.Add(took).UnixNano()})
-		res.faults = append(res.faults, fmt.Sprintf("%s; every node locked every home's key %v after the heal", desc, took.Round(time.Millisecond)))
-		if !ok {
+		if ok {
+			res.faults = append(res.faults, fmt.Sprintf("%s; every node locked every home's key %v after the heal", desc, took.Round(time.Millisecond)))
+		} else {
+			res.faults = append(res.faults, fmt.Sprintf("%s; the heal check ended %v after the heal, past %v", desc, took.Round(time.Millisecond), healBound))
 			ch.fail("%s: not every node locked a key of every home within %v of the heal", desc, healBound)
 			break
 		}
