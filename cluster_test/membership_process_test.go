@@ -19,6 +19,7 @@ import (
 
 	"github.com/homelock/homelock"
 	"github.com/homelock/homelock/clientapi"
+	"github.com/homelock/homelock/fence"
 )
 
 var membershipCut = flag.Duration("membership.cut", 20*time.Second,
@@ -30,8 +31,10 @@ var membershipCut = flag.Duration("membership.cut", 20*time.Second,
 // the real node keeps its membership; two of three killed with SIGKILL and
 // restarted as `homelock node --help` says (no --join, no --bootstrap) lock
 // again; a node stopped for longer than DownAfter and memberlist's gossip to
-// the dead is taken back in. Each step logs its time-to-lockable and how
-// many epochs it cost.
+// the dead is taken back in; a node closed with SIGTERM and started again
+// joins; the whole cluster killed at once, and then stopped with SIGTERM at
+// once, starts again as the help says and locks every key, with tokens above
+// every one before. Each step logs its time-to-lockable.
 func TestProcessesMembership(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the homelock command (-short)")
@@ -162,6 +165,70 @@ func TestProcessesMembership(t *testing.T) {
 	if out, err := exec.Command(bin, "lock", moved, "--node", api("n2"), "--wait", d.String(), "--", "true").CombinedOutput(); err != nil {
 		t.Fatalf("%s, homed at n1 before, through n2: %v\n%s", moved, err, out)
 	}
+
+	// n1 started again as the help says: it left, so it joins once its
+	// restart gate has passed.
+	procs["n1"] = startNode(t, bin, "n1", withoutBootstrap(nodes["n1"]))
+	took = waitLockable(t, bin, procs, ids, api, d)
+	t.Logf("n1 started again after its close: every key lockable through every node %v after (bound %v)", took.Round(time.Millisecond), d)
+
+	// The whole cluster at once: killed (a power cut), then stopped with
+	// SIGTERM (a maintenance window), each time started again as the help
+	// says. Every key locks again through every node, with a token above
+	// every one granted before.
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
+		before := tokensOf(t, bin, ids, api)
+		for _, id := range ids {
+			if err := procs[id].cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+		}
+		stopped := time.Now()
+		for _, id := range ids {
+			p := procs[id]
+			select {
+			case err := <-p.done:
+				p.done <- err
+				if sig == syscall.SIGTERM && err != nil {
+					t.Fatalf("%s after SIGTERM with every node stopping: %v, want exit status 0\n%s", id, err, p.out)
+				}
+			case <-time.After(d):
+				t.Fatalf("%s still runs %v after %v to every node\n%s", id, d, sig, p.out)
+			}
+		}
+		down := time.Since(stopped)
+		for _, id := range ids {
+			procs[id] = startNode(t, bin, id, withoutBootstrap(nodes[id]))
+		}
+		took := waitLockable(t, bin, procs, ids, api, d)
+		after := tokensOf(t, bin, ids, api)
+		for _, home := range ids {
+			if !before[home].Less(after[home]) {
+				t.Errorf("%s (homed at %s): token %s after %v to every node and a restart, not above %s before",
+					keyHomedAt(home, "member"), home, after[home], sig, before[home])
+			}
+		}
+		t.Logf("%v to every node: all stopped in %v; started again, every key lockable through every node %v after (bound %v), tokens %v -> %v",
+			sig, down.Round(time.Millisecond), took.Round(time.Millisecond), d, before, after)
+	}
+}
+
+// tokensOf locks each node's key (keyHomedAt(id, "member")) through the
+// first node and returns the fencing tokens its command saw.
+func tokensOf(t *testing.T, bin string, ids []string, api func(string) string) map[string]fence.Token {
+	t.Helper()
+	toks := map[string]fence.Token{}
+	for _, home := range ids {
+		key := keyHomedAt(home, "member")
+		out, err := exec.Command(bin, "lock", key, "--node", api(ids[0]), "--wait", "5s", "--", "sh", "-c", `echo "$HOMELOCK_TOKEN"`).Output()
+		if err != nil {
+			t.Fatalf("lock %s through %s: %v", key, ids[0], err)
+		}
+		if toks[home], err = fence.ParseToken(strings.TrimSpace(string(out))); err != nil {
+			t.Fatalf("lock %s: the command saw %q: %v", key, out, err)
+		}
+	}
+	return toks
 }
 
 // defaultsBound is the time-to-lockable bound for the README's timings:
