@@ -556,35 +556,7 @@ func (c *dockerCluster) linkRules(i, j int) [][]string {
 
 // waitHealed waits until every node locks a key of every home, and
 // returns how long after healedAt that was, and whether it was within
-// healBound. The nodes are probed at once, each by its own prober as a
-// user of that node would (one probe is a `homelock lock` process: on nine
-// nodes, 81 of them one after another under the workers' load took 33 s
-// though every lock was granted again within 10 s of the heal).
+// healBound.
 func (ch *chaosRun) waitHealed(healedAt time.Time) (time.Duration, bool) {
-	var probes []string
-	for _, home := range ch.c.ids {
-		probes = append(probes, keyHomedAmong(len(ch.c.names), home, "chaos-heal-"+home))
-	}
-	took := make([]time.Duration, len(ch.c.names))
-	var probers sync.WaitGroup
-	for i := range ch.c.names {
-		probers.Go(func() {
-			for _, key := range probes {
-				for {
-					if _, err := ch.c.lockToken(i, key, time.Second); err == nil {
-						break
-					}
-					if time.Since(healedAt) > healBound || ch.failed() {
-						took[i] = time.Since(healedAt)
-						return
-					}
-					time.Sleep(50 * time.Millisecond)
-				}
-			}
-			took[i] = time.Since(healedAt)
-		})
-	}
-	probers.Wait()
-	worst := slices.Max(took)
-	return worst, worst <= healBound
+	return ch.c.everyNodeLocksEveryHome(healedAt, ch.failed)
 }
