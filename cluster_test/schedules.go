@@ -314,6 +314,28 @@ func staleDrained(s *Sim) {
 	})
 }
 
+// wipedHome: n2 runs a section of four leases on a key homed at n1 when n1
+// crashes and starts again at once on a wiped disk under its old ID, and n3
+// asks for the key. The new store never served the key and cannot know
+// n2's delegation, which may still run: it must not grant the key before
+// its activation gate (H25: it took the old store's epochs for its own and
+// granted at once).
+func wipedHome(s *Sim) {
+	at := simEpochLease + simSkew + 300*time.Millisecond
+	var key string
+	s.After(at, func() {
+		key = s.keyHomedAt("n1")
+		s.LockKeyFor("n2", key, 4*simLease)
+	})
+	s.After(at+300*time.Millisecond, func() {
+		n1 := s.Node("n1")
+		s.crash(n1)
+		s.wipe(n1, n1.disk.Store+1)
+		s.restart(n1)
+	})
+	s.After(at+400*time.Millisecond, func() { s.LockKey("n3", key) })
+}
+
 // fourNodes returns the fixed schedule of script on four nodes, with the
 // faults (the script's filter) lasting 16.5s of 30.
 func fourNodes(seed uint64, script func(*Sim)) SimConfig {

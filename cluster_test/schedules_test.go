@@ -318,3 +318,28 @@ func TestHeldUpMembershipSchedules(t *testing.T) {
 		}
 	}
 }
+
+// TestWipedHomeSchedule: a home wiped and back at once under its old ID
+// grants its keys only once its gate has passed, after every delegation its
+// old store granted (H25). Each seed must reach the state: n1 wiped, then n3
+// admitted on the key.
+func TestWipedHomeSchedule(t *testing.T) {
+	for seed := uint64(1); seed <= 10; seed++ {
+		cfg := fourNodes(seed, wipedHome)
+		cfg.Trace = true
+		r := Run(cfg)
+		if r.Failed() {
+			t.Fatal(r.Report())
+		}
+		wiped, reached := false, false
+		for _, l := range r.Trace {
+			wiped = wiped || strings.Contains(l, "wipe n1 ")
+			if wiped && strings.Contains(l, "admit n3 ") {
+				reached = true
+			}
+		}
+		if !reached || r.Faults["wipe"] != 1 {
+			t.Fatalf("seed %d: n1 was not wiped before n3 got the key:\n%s", seed, r.Report())
+		}
+	}
+}

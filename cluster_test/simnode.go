@@ -296,6 +296,23 @@ func (s *Sim) crash(n *simNode) {
 	n.tickSeq = 0
 }
 
+// wipe gives crashed node n an empty disk under a new store ID: started
+// again, it is a new member under its old node ID (H17, H21, H25). The
+// node's replica of the example store is not homelock's data directory and
+// stays.
+func (s *Sim) wipe(n *simNode, store uint64) {
+	if n.core != nil {
+		return
+	}
+	s.faults["wipe"]++
+	s.budget(2) // the new store's join, and the old one's removal if it comes first
+	n.disk.Wipe(store)
+	n.disk.known = nil
+	n.member.Store = n.disk.Store
+	s.check.agree.Forget(n)
+	s.trace("wipe %s store=%x", n.id, store)
+}
+
 // restart starts a crashed node again, with no seed: it finds the cluster
 // as a restarted process does, from the gossip addresses it kept.
 func (s *Sim) restart(n *simNode) {

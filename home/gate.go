@@ -46,6 +46,8 @@ func (m *Machine) gateAt(key string, ke *entry, i int) (time.Time, uint64) {
 			return time.Time{}, 0
 		}
 		from := uint64(0)
+		// By ID: a wiped store's predecessor under its own ID cannot answer,
+		// so it asks nobody and waits the whole term.
 		if prevHome, ok := v.prev.Home(key); ok && prevHome.ID != m.cfg.Self.ID {
 			from = v.e.Number - 1
 		}
@@ -54,9 +56,17 @@ func (m *Machine) gateAt(key string, ke *entry, i int) (time.Time, uint64) {
 	return time.Time{}, 0
 }
 
+// isHomeIn says whether this store was key's home in v. The store, not the
+// node ID: a wiped disk rejoining under its old ID (H17, H21, H25) is a new
+// member that never served the old store's keys, whose delegations may
+// still run; taking the old store's epochs for its own, it carried a gate
+// back to epoch 1, where nobody had granted, and granted at once.
 func (m *Machine) isHomeIn(v *epochView, key string) bool {
 	h, ok := v.ring.Home(key)
-	return ok && h.ID == m.cfg.Self.ID
+	if m.cfg.Mutations.continuityByNodeID() {
+		return ok && h.ID == m.cfg.Self.ID
+	}
+	return ok && h.Same(m.cfg.Self)
 }
 
 // queryDrain asks key's home in epoch from, the epoch before key moved in,

@@ -293,5 +293,5 @@ func (m *Machine) IsHome(key string) bool {
 		return false
 	}
 	h, ok := cur.ring.Home(key)
-	return ok && h.ID == m.cfg.Self.ID
+	return ok && h.Same(m.cfg.Self) // a store the epoch does not list is home for nothing (H17, H25)
 }

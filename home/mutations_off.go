@@ -29,3 +29,4 @@ func (*Mutations) takeOverNoSkew() bool            { return false }
 func (*Mutations) renewExpiryNoSkew() bool         { return false }
 func (*Mutations) reclaimNoSkew() bool             { return false }
 func (*Mutations) releaseAnyToken() bool           { return false }
+func (*Mutations) continuityByNodeID() bool        { return false }

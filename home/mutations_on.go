@@ -74,6 +74,9 @@ type Mutations struct {
 	// the key, so a duplicated Release of an earlier delegation frees the
 	// current one.
 	ReleaseAnyToken bool
+	// ContinuityByNodeID judges continuity by node ID alone, so a wiped
+	// disk under its old ID takes the old store's epochs for its own (H25).
+	ContinuityByNodeID bool
 }
 
 func (m *Mutations) grantMovedAtOnce() bool          { return m.GrantMovedAtOnce }
@@ -97,3 +100,4 @@ func (m *Mutations) takeOverNoSkew() bool            { return m.TakeOverNoSkew }
 func (m *Mutations) renewExpiryNoSkew() bool         { return m.RenewExpiryNoSkew }
 func (m *Mutations) reclaimNoSkew() bool             { return m.ReclaimNoSkew }
 func (m *Mutations) releaseAnyToken() bool           { return m.ReleaseAnyToken }
+func (m *Mutations) continuityByNodeID() bool        { return m.ContinuityByNodeID }
