@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -214,7 +213,7 @@ func runChaos(t *testing.T, opts chaosOptions) chaosResult {
 			res.faults = append(res.faults, desc)
 			break
 		}
-		took, ok := ch.waitHealed(healedAt)
+		took, ok := ch.c.everyNodeLocksEveryHome(healedAt, ch.failed)
 		ch.faultsOver(time.Now())
 		ch.note(map[string]any{"healed": desc, "start": healedAt.UnixNano(), "end": healedAt.Add(took).UnixNano()})
 		if ok {
@@ -404,7 +403,10 @@ func (kl *keyLog) readOn(path string) (string, error) {
 		return "", err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.NewSectionReader(f, kl.off, math.MaxInt64-kl.off))
+	if _, err := f.Seek(kl.off, io.SeekStart); err != nil {
+		return "", err
+	}
+	b, err := io.ReadAll(f)
 	if err != nil {
 		return "", err
 	}
@@ -552,11 +554,4 @@ func (c *dockerCluster) linkRules(i, j int) [][]string {
 		{"DOCKER-USER", "-s", c.ips[i], "-d", c.ips[j], "-m", "comment", "--comment", dockerLabelArg(), "-j", "DROP"},
 		{"DOCKER-USER", "-s", c.ips[j], "-d", c.ips[i], "-m", "comment", "--comment", dockerLabelArg(), "-j", "DROP"},
 	}
-}
-
-// waitHealed waits until every node locks a key of every home, and
-// returns how long after healedAt that was, and whether it was within
-// healBound.
-func (ch *chaosRun) waitHealed(healedAt time.Time) (time.Duration, bool) {
-	return ch.c.everyNodeLocksEveryHome(healedAt, ch.failed)
 }

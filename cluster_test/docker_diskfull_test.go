@@ -37,6 +37,9 @@ func TestDockerDiskFull(t *testing.T) {
 	if err != nil {
 		t.Fatalf("n1 on a full disk (%d bytes written to fill it), still running, did not grant %s: %v", filled, key, err)
 	}
+	if !before.Less(running) {
+		t.Fatalf("%s on the full disk: token %s, not above %s before", key, running, before)
+	}
 
 	docker(t, "stop", c.names[0])
 	start := time.Now()

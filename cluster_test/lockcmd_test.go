@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/homelock/homelock/epoch"
+	"github.com/homelock/homelock/fence"
 	"github.com/homelock/homelock/msg"
 )
 
@@ -29,6 +30,22 @@ func keyHomedAmong(n int, id, prefix string) string {
 			return k
 		}
 	}
+}
+
+// lockToken locks key with `bin lock --node nodes` (a comma-separated
+// list) and returns the fencing token its command saw and what the lock
+// command said on stderr.
+func lockToken(bin, nodes, key string, wait time.Duration) (fence.Token, string, error) {
+	cmd := exec.Command(bin, "lock", key, "--node", nodes, "--wait", wait.String(), "--",
+		"sh", "-c", `echo "$HOMELOCK_TOKEN"`)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return fence.Token{}, stderr.String(), fmt.Errorf("%v: %s%s", err, out, stderr.String())
+	}
+	tok, err := fence.ParseToken(strings.TrimSpace(string(out)))
+	return tok, stderr.String(), err
 }
 
 // lockedCommand is `homelock lock KEY -- sh -c '...; exec sleep 120'` run

@@ -220,13 +220,11 @@ func tokensOf(t *testing.T, bin string, ids []string, api func(string) string) m
 	toks := map[string]fence.Token{}
 	for _, home := range ids {
 		key := keyHomedAt(home, "member")
-		out, err := exec.Command(bin, "lock", key, "--node", api(ids[0]), "--wait", "5s", "--", "sh", "-c", `echo "$HOMELOCK_TOKEN"`).Output()
+		tok, _, err := lockToken(bin, api(ids[0]), key, 5*time.Second)
 		if err != nil {
 			t.Fatalf("lock %s through %s: %v", key, ids[0], err)
 		}
-		if toks[home], err = fence.ParseToken(strings.TrimSpace(string(out))); err != nil {
-			t.Fatalf("lock %s: the command saw %q: %v", key, out, err)
-		}
+		toks[home] = tok
 	}
 	return toks
 }
