@@ -23,6 +23,8 @@ type memberState struct {
 	// lastPhase is the last phase detail logged, so a wait is logged once
 	// per change rather than per scan.
 	lastPhase string
+	// lastMixed is the mixed-cluster reason logMixed last logged.
+	lastMixed string
 	// gossiping holds the gossip addresses a join goroutine is dialling.
 	gossiping map[string]bool
 	joins     sync.WaitGroup
@@ -43,7 +45,7 @@ func (n *Node) gossipView(now time.Time) []core.GossipPeer {
 			st = core.PeerDead
 		}
 		out = append(out, core.GossipPeer{Member: p.Meta.Member(), Gossip: p.Addr, State: st,
-			Since: now.Add(-time.Since(p.Since)), Local: p.Local})
+			Since: now.Add(-time.Since(p.Since)), Local: p.Local, Timings: p.Meta.Timings})
 	}
 	return out
 }
@@ -56,6 +58,7 @@ func (n *Node) noteEpoch() {
 	now := n.clock.Now()
 	n.lockable, _ = n.core.Lockable(now)
 	n.logPhase(now)
+	n.logMixed()
 }
 
 // logPhase logs where this node stands when that changed (mu held): the
@@ -94,6 +97,23 @@ func (n *Node) maintain(now time.Time) {
 	n.apply(now, n.core.Maintain(now))
 	n.lockable, _ = n.core.Lockable(now)
 	n.logPhase(now)
+	n.logMixed()
+}
+
+// logMixed logs when cluster locks become unavailable because members run
+// other protocol versions or peers other safety timings, and when that ends
+// (mu held).
+func (n *Node) logMixed() {
+	why := n.core.Mixed()
+	if why == n.member.lastMixed {
+		return
+	}
+	if why != "" {
+		n.log.Error("mixed cluster", "why", why)
+	} else {
+		n.log.Info("cluster locks available again: every member runs this node's protocol version and timings")
+	}
+	n.member.lastMixed = why
 }
 
 // carryMembership carries out a Ready's membership outputs (mu held).

@@ -334,7 +334,8 @@ func (n *Node) startMembership() error {
 		return fmt.Errorf("%w: GossipAddr: %v", ErrInvalidConfig, err)
 	}
 	mc := transport.MembershipConfig{
-		Meta:      transport.Meta{NodeID: n.self.ID, StoreID: n.self.Store, GRPCAddr: n.self.Addr, Version: n.self.Version},
+		Meta: transport.Meta{NodeID: n.self.ID, StoreID: n.self.Store, GRPCAddr: n.self.Addr, Version: n.self.Version,
+			Timings: n.coreConfig().Timings()},
 		BindAddr:  host,
 		BindPort:  port,
 		SecretKey: n.cfg.GossipKey,

@@ -18,9 +18,10 @@ type Machine struct {
 	cfg  Config
 	ring *epoch.Ring
 	// mixed is non-empty while the epoch's members do not all run this
-	// node's protocol version: cluster locks fail closed, and it says who
-	// runs what.
-	mixed string
+	// node's protocol version (versions), or a peer advertises other safety
+	// timings (timings): cluster locks fail closed, and it says who runs
+	// what.
+	mixed, versions, timings string
 	// shards hold the keys (Config.Shards): a key's state, wake-up and
 	// critical section are in the shard ShardOf names.
 	shards  []shard
@@ -79,19 +80,11 @@ func (m *Machine) shorten(d time.Duration) time.Duration {
 // two arbiters, and a lock that is only usually exclusive is worse than none.
 func (m *Machine) OnEpoch(now time.Time, e msg.Epoch) {
 	m.ring = epoch.NewRing(e)
-	m.mixed = versionMismatch(e, m.cfg.Self.Version)
+	m.versions = versionMismatch(e, m.cfg.Self.Version)
 	if m.cfg.Mutations.ignoreVersions() {
-		m.mixed = ""
+		m.versions = ""
 	}
-	if m.mixed != "" {
-		for _, key := range m.sortedKeys() {
-			ks := m.get(key)
-			for _, w := range ks.queue() {
-				m.event(Event{Kind: Failed, Key: key, Locker: w.locker, Reason: ReasonUnavailable, Detail: m.mixed})
-			}
-			m.setQueue(ks, nil)
-			m.service(now, key, ks)
-		}
+	if m.remix(now) {
 		return
 	}
 	for _, key := range m.sortedKeys() {
@@ -106,6 +99,40 @@ func (m *Machine) OnEpoch(now time.Time, e msg.Epoch) {
 			m.service(now, key, ks)
 		}
 	}
+}
+
+// OnTimings says why cluster locks must fail closed because a peer
+// advertises other safety timings than this node's ("" when none does): a
+// new home's gate sized by this node's EpochLease would not outlast an old
+// home's liveness sized by a longer one (docs/design.md, H26).
+func (m *Machine) OnTimings(now time.Time, why string) {
+	if why == m.timings {
+		return
+	}
+	m.timings = why
+	m.remix(now)
+}
+
+// remix recomputes mixed; while cluster locks are unavailable, every queued
+// locker fails at once and nothing more is admitted. It reports whether
+// they are unavailable.
+func (m *Machine) remix(now time.Time) bool {
+	m.mixed = m.versions
+	if m.mixed == "" {
+		m.mixed = m.timings
+	}
+	if m.mixed == "" {
+		return false
+	}
+	for _, key := range m.sortedKeys() {
+		ks := m.get(key)
+		for _, w := range ks.queue() {
+			m.event(Event{Kind: Failed, Key: key, Locker: w.locker, Reason: ReasonUnavailable, Detail: m.mixed})
+		}
+		m.setQueue(ks, nil)
+		m.service(now, key, ks)
+	}
+	return true
 }
 
 // versionMismatch describes the members that run another protocol version

@@ -57,7 +57,7 @@
 // # Membership
 //
 // Membership runs memberlist with this node's Meta (node ID, store ID, gRPC
-// address, lock protocol version). It reports members keyed by (node ID,
+// address, lock protocol version, safety timings). It reports members keyed by (node ID,
 // store ID): a node that returns with another store ID reads as the old
 // member down and a new one joined (hazard H21 in docs/design.md). It detects failures; it never
 // decides membership, which epochs agree on.

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"strings"
 	"sync"
@@ -198,27 +199,46 @@ func TestMembershipRefusesForeignNode(t *testing.T) {
 }
 
 func TestMetaEncoding(t *testing.T) {
-	m := Meta{NodeID: "node-1", StoreID: 1<<64 - 1, GRPCAddr: "10.1.2.3:7000", Version: 3}
+	tm := msg.Timings{EpochLease: 6 * time.Second, MaxLease: 5 * time.Second, Skew: 250 * time.Millisecond, MaxDrift: 0.01}
+	m := Meta{NodeID: "node-1", StoreID: 1<<64 - 1, GRPCAddr: "10.1.2.3:7000", Version: 3, Timings: tm}
 	b, err := EncodeMeta(m)
 	require.NoError(t, err)
-	require.Less(t, len(b), 40, "compact")
+	require.Less(t, len(b), 64, "compact")
 	got, err := DecodeMeta(b)
 	require.NoError(t, err)
 	require.Equal(t, m, got)
 
-	// A newer format keeps v1's fields first and appends: v1 reads them.
-	newer := append([]byte{2}, b[1:]...)
+	// An earlier release's v1 meta: the same fields but the timings, which
+	// read as none advertised.
+	v1 := binary.AppendUvarint([]byte{1}, m.StoreID)
+	v1 = binary.AppendUvarint(v1, uint64(m.Version))
+	v1 = append(append(v1, byte(len(m.NodeID))), m.NodeID...)
+	v1 = append(append(v1, byte(len(m.GRPCAddr))), m.GRPCAddr...)
+	got, err = DecodeMeta(v1)
+	require.NoError(t, err)
+	withoutTimings := m
+	withoutTimings.Timings = msg.Timings{}
+	require.Equal(t, withoutTimings, got)
+
+	// A newer format keeps v2's fields first and appends: v2 reads them.
+	newer := append([]byte{3}, b[1:]...)
 	newer = append(newer, 0xde, 0xad)
 	got, err = DecodeMeta(newer)
 	require.NoError(t, err)
 	require.Equal(t, m, got)
 
+	nanDrift := append(append([]byte{}, b[:len(b)-8]...), 0x7f, 0xf8, 0, 0, 0, 0, 0, 1)
+	fullDrift := append(append([]byte{}, b[:len(b)-8]...), 0x3f, 0xf0, 0, 0, 0, 0, 0, 0)
 	for name, bad := range map[string][]byte{
-		"empty":          nil,
-		"format 0":       {0},
-		"truncated":      b[:len(b)-1],
-		"trailing in v1": append(append([]byte{}, b...), 0),
-		"no node ID":     {1, 1, 1, 0, 0},
+		"empty":             nil,
+		"format 0":          {0},
+		"truncated":         b[:len(b)-1],
+		"trailing in v2":    append(append([]byte{}, b...), 0),
+		"trailing in v1":    append(append([]byte{}, v1...), 0),
+		"no node ID":        {1, 1, 1, 0, 0},
+		"v2 without timing": append([]byte{2}, v1[1:]...),
+		"drift NaN":         nanDrift,
+		"drift 1":           fullDrift,
 	} {
 		_, err := DecodeMeta(bad)
 		require.ErrorIs(t, err, ErrBadMeta, name)
@@ -226,5 +246,7 @@ func TestMetaEncoding(t *testing.T) {
 	_, err = EncodeMeta(Meta{NodeID: msg.NodeID(strings.Repeat("n", 300))})
 	require.ErrorIs(t, err, ErrBadMeta)
 	_, err = EncodeMeta(Meta{})
+	require.ErrorIs(t, err, ErrBadMeta)
+	_, err = EncodeMeta(Meta{NodeID: "n", Timings: msg.Timings{Skew: -1}})
 	require.ErrorIs(t, err, ErrBadMeta)
 }

@@ -3,6 +3,8 @@ package transport
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
+	"time"
 
 	"github.com/hashicorp/memberlist"
 
@@ -23,6 +25,10 @@ type Meta struct {
 	GRPCAddr string
 	// Version is the lock protocol version the node runs.
 	Version uint32
+	// Timings are the node's safety timings (format v2; zero from a v1
+	// node): a node that sees a peer advertise others fails its cluster
+	// locks closed (docs/design.md, H26).
+	Timings msg.Timings
 }
 
 // Member is the msg.Member that Meta describes.
@@ -36,22 +42,35 @@ func (m Meta) Member() msg.Member {
 // encoding with trailing bytes is corrupt and refused).
 const metaFormatV1 = 1
 
+// metaFormatV2 appends the Timings: EpochLease, MaxLease and Skew as
+// uvarint nanoseconds, then MaxDrift's IEEE 754 bits as 8 bytes big-endian.
+const metaFormatV2 = 2
+
 // EncodeMeta returns m's compact encoding: the format byte, then StoreID and
 // Version as uvarints, then NodeID and GRPCAddr each as a uvarint length and
-// bytes. It refuses an encoding over memberlist's MetaMaxSize (512 bytes).
+// bytes, then the Timings (metaFormatV2). It refuses negative timings and an
+// encoding over memberlist's MetaMaxSize (512 bytes).
 func EncodeMeta(m Meta) ([]byte, error) {
 	if len(m.NodeID) == 0 || len(m.NodeID) > pb.MaxIDLen || len(m.GRPCAddr) > pb.MaxAddrLen {
 		return nil, fmt.Errorf("%w: NodeID %q (%d bytes, 1..%d) or GRPCAddr (%d bytes, at most %d) out of bounds",
 			ErrBadMeta, m.NodeID, len(m.NodeID), pb.MaxIDLen, len(m.GRPCAddr), pb.MaxAddrLen)
 	}
-	b := make([]byte, 0, 1+10+5+2+len(m.NodeID)+2+len(m.GRPCAddr))
-	b = append(b, metaFormatV1)
+	t := m.Timings
+	if t.EpochLease < 0 || t.MaxLease < 0 || t.Skew < 0 || !(t.MaxDrift >= 0 && t.MaxDrift < 1) {
+		return nil, fmt.Errorf("%w: timings out of bounds: %s", ErrBadMeta, t)
+	}
+	b := make([]byte, 0, 1+10+5+2+len(m.NodeID)+2+len(m.GRPCAddr)+3*10+8)
+	b = append(b, metaFormatV2)
 	b = binary.AppendUvarint(b, m.StoreID)
 	b = binary.AppendUvarint(b, uint64(m.Version))
 	b = binary.AppendUvarint(b, uint64(len(m.NodeID)))
 	b = append(b, m.NodeID...)
 	b = binary.AppendUvarint(b, uint64(len(m.GRPCAddr)))
 	b = append(b, m.GRPCAddr...)
+	b = binary.AppendUvarint(b, uint64(t.EpochLease))
+	b = binary.AppendUvarint(b, uint64(t.MaxLease))
+	b = binary.AppendUvarint(b, uint64(t.Skew))
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(t.MaxDrift))
 	if len(b) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("%w: encoded meta has %d bytes, memberlist allows %d", ErrBadMeta, len(b), memberlist.MetaMaxSize)
 	}
@@ -81,11 +100,37 @@ func DecodeMeta(b []byte) (Meta, error) {
 	if addr, r, ok = lenPrefixed(r, pb.MaxAddrLen); !ok {
 		return Meta{}, fmt.Errorf("%w: bad GRPCAddr", ErrBadMeta)
 	}
-	if format == metaFormatV1 && len(r) != 0 {
+	m.NodeID, m.GRPCAddr = msg.NodeID(id), string(addr)
+	if format >= metaFormatV2 {
+		if m.Timings, r, ok = decodeTimings(r); !ok {
+			return Meta{}, fmt.Errorf("%w: bad Timings", ErrBadMeta)
+		}
+	}
+	if format <= metaFormatV2 && len(r) != 0 {
 		return Meta{}, fmt.Errorf("%w: %d trailing bytes", ErrBadMeta, len(r))
 	}
-	m.NodeID, m.GRPCAddr = msg.NodeID(id), string(addr)
 	return m, nil
+}
+
+// decodeTimings reads metaFormatV2's Timings, refusing what EncodeMeta
+// would not write.
+func decodeTimings(b []byte) (msg.Timings, []byte, bool) {
+	var t msg.Timings
+	for _, d := range []*time.Duration{&t.EpochLease, &t.MaxLease, &t.Skew} {
+		v, r, ok := uvarint(b)
+		if !ok || v > math.MaxInt64 {
+			return msg.Timings{}, b, false
+		}
+		*d, b = time.Duration(v), r
+	}
+	if len(b) < 8 {
+		return msg.Timings{}, b, false
+	}
+	t.MaxDrift = math.Float64frombits(binary.BigEndian.Uint64(b))
+	if !(t.MaxDrift >= 0 && t.MaxDrift < 1) {
+		return msg.Timings{}, b, false
+	}
+	return t, b[8:], true
 }
 
 func uvarint(b []byte) (uint64, []byte, bool) {

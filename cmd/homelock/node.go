@@ -62,11 +62,16 @@ down), and answers their new homes for about --epoch-lease more before it
 exits. A lock held through another node on one of those keys is handed to
 the key's new home and goes on. A second signal ends it at once, as a
 crash would: safe, but the keys it was still home for wait out their gate
-(--epoch-lease + --skew), and the locks on them end with their lease.
+(--epoch-lease + 250ms), and the locks on them end with their lease.
 
 A rolling restart: SIGTERM one node, start it again, and go on to the next
 once "homelock status" shows every member alive (a node that sees a member
 down keeps its keys when it stops, so locks on them end).
+
+Every node must run the same --epoch-lease and --max-lease: a node that
+sees a peer run others in gossip fails every cluster lock closed, saying
+who runs what, until they agree again. Changing them is a restart of
+every node; locks fail until the last one runs the new values.
 
 The first start of a cluster: every initial node gets --bootstrap and the
 same --initial list, each member as ID=GOSSIP-ADDR, for example

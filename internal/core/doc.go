@@ -33,7 +33,9 @@
 // with another store is refused before any machine sees it. A member that
 // comes back at another address is reached at the address the newest epoch
 // (or, asked to let it in, gossip) gives, and proposes its own new entry
-// when no other member is alive to (H23).
+// when no other member is alive to (H23). A peer in the view that
+// advertises other safety timings than this node's fails cluster locks
+// closed, as mixed protocol versions do (H26).
 //
 // The wall-clock jump rule (H9) is the core's too: on every step the
 // driver reads the wall clock on both sides of the lease clock, and

@@ -51,6 +51,9 @@ type GossipPeer struct {
 	Since time.Time
 	// Local marks this node itself.
 	Local bool
+	// Timings are the safety timings the peer advertises (zero: none, an
+	// earlier release).
+	Timings msg.Timings
 }
 
 // MembersConfig paces the membership decisions.
@@ -185,6 +188,44 @@ func (n *Node) Gossip(now time.Time, peers []GossipPeer) {
 		delete(m.retry, p.Gossip)
 	}
 	n.bookFromGossip()
+	n.holder.OnTimings(now, n.timingsMismatch(now))
+}
+
+// Timings are the safety timings a node of this configuration advertises
+// in gossip and expects every peer to advertise.
+func (c Config) Timings() msg.Timings {
+	return msg.Timings{EpochLease: c.Home.EpochLease, MaxLease: c.Home.MaxLease, Skew: c.Home.Skew, MaxDrift: c.Holder.MaxDrift}
+}
+
+// timingsMismatch describes the peers in the gossip view that advertise
+// other safety timings than this node's, or returns "". A peer gossip
+// calls dead still counts for its own EpochLease + Skew: it may be an old
+// home cut off from everyone, granting under its liveness until then (H26).
+// After that its liveness has ended, wherever it is, and a member removed
+// for good stops holding the cluster's locks.
+func (n *Node) timingsMismatch(now time.Time) string {
+	own := n.cfg.Timings()
+	var odd []GossipPeer
+	for _, p := range n.mem.view {
+		gone := p.State == PeerDead && !now.Before(p.Since.Add(p.Timings.EpochLease+p.Timings.Skew))
+		if !p.Local && !gone && !p.Timings.IsZero() && p.Timings != own {
+			odd = append(odd, p)
+		}
+	}
+	if len(odd) == 0 {
+		return ""
+	}
+	slices.SortFunc(odd, func(a, b GossipPeer) int { return strings.Compare(string(a.Member.ID), string(b.Member.ID)) })
+	var b strings.Builder
+	fmt.Fprintf(&b, "cluster locks unavailable: this node runs %s but", own)
+	for i, p := range odd {
+		if i > 0 {
+			b.WriteString(";")
+		}
+		fmt.Fprintf(&b, " %s runs %s", p.Member.ID, p.Timings)
+	}
+	b.WriteString(" (every node must run the same; docs/operations.md, \"Changing timings\")")
+	return b.String()
 }
 
 // bookFromGossip points the address book at the address every live peer's

@@ -405,3 +405,65 @@ func TestGuardedLeave(t *testing.T) {
 		})
 	}
 }
+
+// A peer that advertises other safety timings fails cluster locks closed
+// on this node until it advertises this node's (or none: an earlier release
+// advertises nothing), or has been dead in gossip for its own EpochLease +
+// Skew. The reason names the peer and both timings.
+func TestTimingsMismatchFailsLocksClosed(t *testing.T) {
+	n := memberNode(m1, time.Time{}, m1, m2, m3)
+	own := n.cfg.Timings()
+	longer := own
+	longer.EpochLease += 3 * time.Second
+	drift := own
+	drift.MaxDrift *= 2
+	with := func(p GossipPeer, tm msg.Timings) GossipPeer { p.Timings = tm; return p }
+	deadSince := func(m msg.Member, at time.Duration) GossipPeer {
+		p := peer(m, PeerDead)
+		p.Since = hBase.Add(at)
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		view []GossipPeer
+		want []string // in the reason; none: lockable
+	}{
+		{"same timings", []GossipPeer{with(self(m1), own), with(peer(m2, PeerAlive), own), with(peer(m3, PeerAlive), own)}, nil},
+		{"one advertises none", []GossipPeer{with(self(m1), own), peer(m2, PeerAlive), with(peer(m3, PeerAlive), own)}, nil},
+		{"a longer epoch lease", []GossipPeer{with(self(m1), own), with(peer(m2, PeerAlive), longer), with(peer(m3, PeerAlive), own)},
+			[]string{"this node runs " + own.String(), "n2 runs " + longer.String(), "Changing timings"}},
+		{"a dead peer's other drift, and a suspect's lease", []GossipPeer{with(deadSince(m3, 8*time.Second), drift), with(self(m1), own), with(peer(m2, PeerSuspect), longer)},
+			[]string{"n2 runs " + longer.String() + "; n3 runs " + drift.String()}},
+		{"a peer dead for longer than its EpochLease and Skew", []GossipPeer{with(self(m1), own), with(peer(m2, PeerAlive), own), with(deadSince(m3, 10*time.Second-own.EpochLease-own.Skew), drift)}, nil},
+		{"agreeing again", []GossipPeer{with(self(m1), own), with(peer(m2, PeerAlive), own), with(peer(m3, PeerAlive), own)}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := hBase.Add(10 * time.Second) // past the restart gate
+			n.Gossip(now, tc.view)
+			n.Maintain(now)
+			rd := n.Lock(now, "k", 7, now.Add(time.Second), 0, 0)
+			ok, why := n.Lockable(now)
+			if tc.want == nil {
+				if !ok || n.Mixed() != "" {
+					t.Fatalf("not lockable: %q (mixed %q)", why, n.Mixed())
+				}
+				return
+			}
+			if ok {
+				t.Fatal("lockable with a peer of other timings")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(why, w) {
+					t.Fatalf("reason %q does not say %q", why, w)
+				}
+			}
+			failed := false
+			for _, ev := range rd.Events {
+				failed = failed || (ev.Kind == delegation.Failed && ev.Locker == 7 && ev.Reason == delegation.ReasonUnavailable && ev.Detail == why)
+			}
+			if !failed {
+				t.Fatalf("Lock while mixed: events %+v, want it failed as unavailable with %q", rd.Events, why)
+			}
+		})
+	}
+}
