@@ -96,7 +96,12 @@ after COMMAND has exited, and (on Linux) every process it started too:
 cannot grant the lock itself (unreachable, cut off from its cluster,
 shutting down, or cut off from the key's home alone, which has then
 answered it nothing for a second) gives way to the next, within the same
---wait.
+--wait. A node that answers that it cannot serve yet (in its restart gate,
+joining, no epoch liveness, a mixed cluster during a roll, shutting down)
+is asked again, with the others, until --wait runs out: a lock through the
+node a rolling restart just started waits for it instead of failing. A
+node that does not answer at all is not waited for: with no other node
+left, the lock command exits 121 at once.
 
 ` + apiClientHelp + `
 Flags:
@@ -235,32 +240,99 @@ func lockMain(args []string, stdout, stderr io.Writer, supervisor int, interrupt
 	stop := relaySignals(sigs, supervisor, interrupts)
 	defer stop()
 
-	// --wait bounds the whole acquisition, whichever nodes it takes.
+	// --wait bounds the whole acquisition, whichever nodes it takes, and
+	// however many times it asks them.
 	deadline := time.Now().Add(a.wait)
-	for i := 0; ; i++ {
-		a.api.node = a.nodes[i]
-		last := i == len(a.nodes)-1
-		conn, err := a.api.client()
-		if err != nil {
-			fmt.Fprintf(stderr, "homelock lock: %v\n", err)
-			return exitUsage
+	// said is what each node last refused with, as printed (without its
+	// numbers: "restart gate: 4.2s left" once, not once a round).
+	said := make(map[string]string)
+	backoff := firstAskAgain
+	for {
+		again := false // a node that answered cannot serve yet: ask again
+		for i := range a.nodes {
+			a.api.node = a.nodes[i]
+			last := i == len(a.nodes)-1
+			conn, err := a.api.client()
+			if err != nil {
+				fmt.Fprintf(stderr, "homelock lock: %v\n", err)
+				return exitUsage
+			}
+			h, lerr := acquire(context.Background(), conn, a, time.Until(deadline), !last, sigs)
+			if lerr == nil {
+				defer conn.Close()
+				defer h.cancel()
+				return hold(a, h, sigs, stdout, stderr)
+			}
+			conn.Close()
+			// Any node grants any key, so a node that cannot is passed over;
+			// one that had the lock queued until --wait ran out, or refused the
+			// request, has said what the next would. A node that answered
+			// that it cannot serve yet (its restart gate, a join, no epoch
+			// liveness, a mixed cluster during a roll, shutting down) is
+			// asked again while --wait lasts; one that did not answer is
+			// not waited for.
+			again = again || (lerr.tryNext && lerr.code == exitNoLocks && !a.try)
+			if !lerr.tryNext || time.Until(deadline) < minLease || (last && !again) {
+				fmt.Fprintf(stderr, "homelock lock: %s: %s\n", a.name, lerr.msg)
+				return lerr.code
+			}
+			if said[a.api.node] != withoutDigits(lerr.msg) {
+				said[a.api.node] = withoutDigits(lerr.msg)
+				next := "asking again within --wait"
+				if !last {
+					next = "trying " + a.nodes[i+1]
+				}
+				fmt.Fprintf(stderr, "homelock lock: %s: %s; %s\n", a.name, lerr.msg, next)
+			}
 		}
-		h, lerr := acquire(context.Background(), conn, a, time.Until(deadline), !last, sigs)
-		if lerr == nil {
-			defer conn.Close()
-			defer h.cancel()
-			return hold(a, h, sigs, stdout, stderr)
-		}
-		conn.Close()
-		// Any node grants any key, so a node that cannot is passed over;
-		// one that had the lock queued until --wait ran out, or refused the
-		// request, has said what the next would.
-		if !lerr.tryNext || last || time.Until(deadline) < minLease {
+		pause := min(backoff, time.Until(deadline)-minLease)
+		backoff = min(2*backoff, maxAskAgain)
+		if lerr := waitToAskAgain(pause, sigs); lerr != nil {
 			fmt.Fprintf(stderr, "homelock lock: %s: %s\n", a.name, lerr.msg)
 			return lerr.code
 		}
-		fmt.Fprintf(stderr, "homelock lock: %s: %s; trying %s\n", a.name, lerr.msg, a.nodes[i+1])
 	}
+}
+
+const (
+	// firstAskAgain and maxAskAgain pace the rounds of asking nodes that
+	// cannot serve yet: doubling from the first to the most.
+	firstAskAgain = 100 * time.Millisecond
+	maxAskAgain   = time.Second
+)
+
+// withoutDigits is msg with its digits dropped.
+func withoutDigits(msg string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= '0' && r <= '9' {
+			return -1
+		}
+		return r
+	}, msg)
+}
+
+// waitToAskAgain sleeps d before the next round of nodes, unless a signal
+// ends the wait first (COMMAND has not run).
+func waitToAskAgain(d time.Duration, sigs <-chan os.Signal) *lockError {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case got := <-sigs:
+		return waitEnded(got)
+	}
+}
+
+// waitEnded is the refusal for a signal that ended the wait for the lock.
+func waitEnded(got os.Signal) *lockError {
+	if got == parentGone {
+		return &lockError{code: 128 + int(parentGone), msg: "killed (its supervisor is gone) while waiting for the lock; COMMAND did not run"}
+	}
+	return &lockError{code: 128 + signalNumber(got), msg: fmt.Sprintf("got %v while waiting for the lock; COMMAND did not run", got)}
 }
 
 // fromTerminal is a signal a terminal sent to its whole foreground process
@@ -499,10 +571,8 @@ func acquire(ctx context.Context, conn *grpc.ClientConn, a lockArgs, wait time.D
 		return nil, e
 	}
 	switch {
-	case got == parentGone:
-		return fail(&lockError{code: 128 + int(parentGone), msg: "killed (its supervisor is gone) while waiting for the lock; COMMAND did not run"})
 	case got != nil:
-		return fail(&lockError{code: 128 + signalNumber(got), msg: fmt.Sprintf("got %v while waiting for the lock; COMMAND did not run", got)})
+		return fail(waitEnded(got))
 	case silent:
 		return fail(&lockError{code: exitNoNode, msg: fmt.Sprintf("node %s did not answer within --wait %v (+%v): paused, cut off, or not a homelock node",
 			a.api.node, a.wait, answerMargin)})

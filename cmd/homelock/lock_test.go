@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -40,6 +41,8 @@ type fakeNode struct {
 	// home_silence.
 	refuse      error
 	refuseAfter time.Duration
+	// refuseFirst, if set, refuses only that many requests, then grants.
+	refuseFirst int32
 	asked       atomic.Int32
 	waited      atomic.Int64
 	silence     atomic.Int64
@@ -50,10 +53,10 @@ func (f *fakeNode) Lock(s clientapi.Client_LockServer) error {
 	if err != nil {
 		return err
 	}
-	f.asked.Add(1)
+	n := f.asked.Add(1)
 	f.waited.Store(req.GetWaitNanos())
 	f.silence.Store(req.GetHomeSilenceNanos())
-	if f.refuse != nil {
+	if f.refuse != nil && (f.refuseFirst == 0 || n <= f.refuseFirst) {
 		time.Sleep(f.refuseAfter)
 		return clientapi.ToStatus(f.refuse)
 	}
@@ -416,6 +419,51 @@ func TestLockTriesTheNextNode(t *testing.T) {
 		require.Contains(t, errOut.String(), "trying")
 		require.Contains(t, out.String(), "node n1")
 		require.Equal(t, exitNoNode, run([]string{"status", "--node", refused + "," + refused}, &out, &errOut))
+	})
+}
+
+// A node that answers that it cannot serve yet (not a member in its restart
+// gate, no liveness, a mixed cluster during a roll) is asked again while
+// --wait lasts, and its refusal is printed once, not every round; one that
+// does not answer, or --try, is not waited for.
+func TestLockAsksAgainWithinWait(t *testing.T) {
+	gate := fmt.Errorf("%w: key \"k\": this node is not a member of epoch 2 as it runs now: restart gate: 4.2s left", homelock.ErrLockUnavailable)
+	t.Run("a node in its restart gate", func(t *testing.T) {
+		f := &fakeNode{refuse: gate, refuseFirst: 4}
+		var out, errOut bytes.Buffer
+		start := time.Now()
+		code := run([]string{"lock", "k", "--node", serveFake(t, f), "--wait", "5s", "--", "true"}, &out, &errOut)
+		require.Equal(t, 0, code, errOut.String())
+		require.EqualValues(t, 5, f.asked.Load(), "asked until it granted")
+		require.Equal(t, 1, strings.Count(errOut.String(), "restart gate"), errOut.String())
+		require.Contains(t, errOut.String(), "asking again within --wait")
+		require.Equal(t, withoutDigits("restart gate: 4.2s left"), withoutDigits("restart gate: 3.95s left"), "a countdown is one refusal")
+		// Rounds 100, 200, 400 and 800 ms apart.
+		require.Less(t, time.Since(start), 4*time.Second)
+	})
+	t.Run("unavailable to the end of --wait", func(t *testing.T) {
+		f := &fakeNode{refuse: gate}
+		var out, errOut bytes.Buffer
+		start := time.Now()
+		code := run([]string{"lock", "k", "--node", serveFake(t, f), "--wait", "1500ms", "--", "true"}, &out, &errOut)
+		took := time.Since(start)
+		require.Equal(t, exitNoLocks, code, errOut.String())
+		require.GreaterOrEqual(t, took, 1500*time.Millisecond-minLease, "gave up before --wait")
+		require.Less(t, took, 3*time.Second, "waited past --wait")
+		require.Greater(t, f.asked.Load(), int32(2))
+		require.Equal(t, 2, strings.Count(errOut.String(), "restart gate"), "once asking again, once giving up: %s", errOut.String())
+	})
+	t.Run("--try", func(t *testing.T) {
+		f := &fakeNode{refuse: gate}
+		var out, errOut bytes.Buffer
+		require.Equal(t, exitNoLocks, run([]string{"lock", "k", "--node", serveFake(t, f), "--try", "--", "true"}, &out, &errOut), errOut.String())
+		require.EqualValues(t, 1, f.asked.Load())
+	})
+	t.Run("unreachable", func(t *testing.T) {
+		var out, errOut bytes.Buffer
+		start := time.Now()
+		require.Equal(t, exitNoNode, run([]string{"lock", "k", "--node", refusedAddr(t), "--wait", "5s", "--", "true"}, &out, &errOut), errOut.String())
+		require.Less(t, time.Since(start), 2*time.Second, "waited for a node that is not there")
 	})
 }
 
