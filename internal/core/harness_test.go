@@ -394,8 +394,8 @@ func (h *harness) deliverOne(q *qmsg, show bool) {
 		}
 		return
 	}
-	if show && q.env.FromInc < to.core.minInc[q.from] {
-		h.printf("(%s discards it: i%d is below i%d, which reclaimed from %s)", to.id, q.env.FromInc, to.core.minInc[q.from], to.id)
+	if k := memberKey(q.env.From); show && q.env.FromInc < to.core.minInc[k] {
+		h.printf("(%s discards it: i%d is below i%d, which reclaimed from %s)", to.id, q.env.FromInc, to.core.minInc[k], to.id)
 	}
 	h.chk.delivering(h, to, q.env)
 	h.apply(to, to.core.Receive(to.local(h.now), q.env))

@@ -467,3 +467,42 @@ func TestTimingsMismatchFailsLocksClosed(t *testing.T) {
 		})
 	}
 }
+
+// A reclaim raises the incarnation below which a member's messages are
+// dropped, for that member's store only: a wiped directory under the same
+// node ID counts from 1 again and is heard, while the old store's older
+// incarnations stay dropped.
+func TestOlderIncarnationsDroppedPerStore(t *testing.T) {
+	n := memberNode(m1, time.Time{}, m1, m2, m3)
+	now := hBase.Add(10 * time.Second)
+	wiped := m3
+	wiped.Store = 99
+	answered := func(from msg.Member, inc uint64) bool {
+		rd := n.Receive(now, msg.Envelope{From: from, FromInc: inc, To: m1.ID, Body: msg.EpochQuery{}})
+		for _, o := range rd.Msgs {
+			if o.To.ID == from.ID && o.Env.Body.Kind() == msg.KindLearn {
+				return true
+			}
+		}
+		return false
+	}
+	for _, tc := range []struct {
+		name string
+		from msg.Member
+		inc  uint64
+		want bool
+	}{
+		{"before any reclaim", m3, 1, true},
+		{"reclaim at 4", m3, 4, true},
+		{"the old store's incarnation 3", m3, 3, false},
+		{"the old store's incarnation 4", m3, 4, true},
+		{"the wiped store's incarnation 1", wiped, 1, true},
+	} {
+		if tc.name == "reclaim at 4" {
+			n.Receive(now, msg.Envelope{From: m3, FromInc: 4, To: m1.ID, Body: msg.Reclaim{}})
+		}
+		if got := answered(tc.from, tc.inc); got != tc.want {
+			t.Fatalf("%s: an EpochQuery from %s store %d i%d answered %v, want %v", tc.name, tc.from.ID, tc.from.Store, tc.inc, got, tc.want)
+		}
+	}
+}

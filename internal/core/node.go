@@ -80,9 +80,12 @@ type Node struct {
 	home   *home.Machine
 	holder *delegation.Machine
 
-	// minInc is, per node, the lowest incarnation we still listen to: raised
-	// when that node reclaims from us.
-	minInc map[msg.NodeID]uint64
+	// minInc is, per member (node ID and store), the lowest incarnation we
+	// still listen to: raised when that member reclaims from us. Per store,
+	// not per node ID: a wiped directory rejoining under its node ID counts
+	// its incarnations from 1 again, and must not be shut out by its old
+	// store's.
+	minInc map[msg.Member]uint64
 	// book resolves node IDs to addresses: every epoch's members and every
 	// sender we heard from.
 	book map[msg.NodeID]msg.Member
@@ -124,7 +127,7 @@ func New(cfg Config, now time.Time, st epoch.State, marker bool) *Node {
 		ep:       epoch.New(cfg.Epoch, st),
 		home:     home.New(cfg.Home, now, st.Learned, marker),
 		holder:   delegation.New(cfg.Holder),
-		minInc:   make(map[msg.NodeID]uint64),
+		minInc:   make(map[msg.Member]uint64),
 		book:     make(map[msg.NodeID]msg.Member),
 		heardInc: make(map[msg.Member]uint64),
 		nudged:   make(map[msg.NodeID]time.Time),

@@ -19,7 +19,7 @@ func (n *Node) Receive(now time.Time, env msg.Envelope) Ready {
 }
 
 func (n *Node) receive(now time.Time, env msg.Envelope) {
-	if env.Body == nil || (env.FromInc < n.minInc[env.From.ID] && !n.cfg.Holder.Mutations.KeepsOldIncReplies()) {
+	if env.Body == nil || (env.FromInc < n.minInc[memberKey(env.From)] && !n.cfg.Holder.Mutations.KeepsOldIncReplies()) {
 		return
 	}
 	switch b := env.Body.(type) {
@@ -104,8 +104,8 @@ func (n *Node) dispatch(now time.Time, env msg.Envelope) {
 		n.holder.RenewReply(now, env, b)
 	case msg.Reclaim:
 		// From now on nothing from its older incarnations counts (H1, H11).
-		if env.FromInc > n.minInc[env.From.ID] {
-			n.minInc[env.From.ID] = env.FromInc
+		if k := memberKey(env.From); env.FromInc > n.minInc[k] {
+			n.minInc[k] = env.FromInc
 		}
 		n.holder.Reclaim(now, env)
 		n.home.HolderRestarted(now, env.From, env.FromInc)
