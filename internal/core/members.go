@@ -125,6 +125,15 @@ type members struct {
 	nextLeave      time.Time
 	joinSeq        int
 	lastSeed       msg.NodeID
+	// firstAsk is when this node first asked to join since it last wanted
+	// to; lastHeard when a message from another node last arrived. Asking
+	// long with nothing heard back is how a node that advertises an
+	// address where it cannot be reached looks from inside (H28).
+	firstAsk, lastHeard time.Time
+	// asking holds the members of the current epoch, entries as they are
+	// there, that keep asking to join it: they have not learned it, so
+	// nothing this node sends them arrives (H28).
+	asking map[msg.Member]askingMember
 
 	initial       []msg.NodeID // bootstrap: waiting for these in gossip
 	bootstrapping bool
@@ -298,7 +307,7 @@ func (n *Node) WantJoin() {
 	m := &n.mem
 	m.leaving, m.leftAt, m.asked, m.guarded = false, time.Time{}, false, false
 	m.wantJoin = true
-	m.nextJoin = time.Time{}
+	m.nextJoin, m.firstAsk = time.Time{}, time.Time{}
 }
 
 // Leaving makes this node stop asking to join: Leave or Close hands it off.
@@ -352,7 +361,7 @@ func (n *Node) onLearned() {
 		}
 	case !m.wantJoin && m.duplicate == "":
 		m.wantJoin = true
-		m.nextJoin = time.Time{}
+		m.nextJoin, m.firstAsk = time.Time{}, time.Time{}
 	}
 }
 
@@ -438,6 +447,9 @@ func (n *Node) retryJoin(now time.Time) {
 		return
 	}
 	m.nextJoin = now.Add(m.cfg.JoinEvery)
+	if m.firstAsk.IsZero() {
+		m.firstAsk = now
+	}
 	m.joinSeq++
 	seed := seeds[m.joinSeq%len(seeds)]
 	m.lastSeed = seed.ID
@@ -746,6 +758,84 @@ func (n *Node) Lockable(now time.Time) (bool, string) {
 	return true, ""
 }
 
+// askingMember is one member's asks to join an epoch that has it.
+type askingMember struct {
+	first, last time.Time
+	asks        int
+}
+
+// unansweredAfter is how long a node may ask to join, and a member ask
+// to join an epoch that has it, before that reads as messages to it not
+// arriving; a member that has not asked for as long has stopped (a joiner
+// asks the members in turn, so each hears it only now and then).
+const unansweredAfter = 10 * time.Second
+
+// unanswered says, for a joining node's phase, that no other node has
+// answered it for unansweredAfter ("" while that is not so).
+func (n *Node) unanswered(now time.Time) string {
+	m := &n.mem
+	if m.firstAsk.IsZero() || m.lastHeard.After(m.firstAsk) || now.Sub(m.firstAsk) < unansweredAfter {
+		return ""
+	}
+	return fmt.Sprintf(" (no answer from any node for %v: can they reach this node at %s? check --advertise-addr or Config.AdvertiseAddr)",
+		now.Sub(m.firstAsk).Round(time.Second), n.cfg.Self.Addr)
+}
+
+// heardFrom notes a message from another node, and a Join from a member
+// the current epoch already holds as it asks.
+func (n *Node) heardFrom(now time.Time, env msg.Envelope) {
+	if env.From.ID == n.cfg.Self.ID {
+		return
+	}
+	n.mem.lastHeard = now
+	j, ok := env.Body.(msg.Join)
+	if !ok {
+		return
+	}
+	l, _, ok := n.ep.Current()
+	if !ok {
+		return
+	}
+	if cur, ok := l.Epoch.Member(j.Member.ID); !ok || cur != j.Member {
+		return
+	}
+	if n.mem.asking == nil {
+		n.mem.asking = make(map[msg.Member]askingMember)
+	}
+	k := memberKey(j.Member)
+	a := n.mem.asking[k]
+	if a.asks == 0 || now.Sub(a.last) > unansweredAfter {
+		a = askingMember{first: now}
+	}
+	a.last = now
+	a.asks++
+	n.mem.asking[k] = a
+}
+
+// Unreached returns the members of the current epoch, entries as they are
+// there, that have kept asking to join it for unansweredAfter: they never
+// learned it, so what this node sends them does not arrive, and the keys
+// they are home for answer nobody (H28: most often an advertised address
+// that does not reach the node).
+func (n *Node) Unreached(now time.Time) []msg.Member {
+	l, _, ok := n.ep.Current()
+	if !ok {
+		return nil
+	}
+	var out []msg.Member
+	for k, a := range n.mem.asking {
+		cur, ok := l.Epoch.Member(k.ID)
+		switch {
+		case !ok || memberKey(cur) != k || now.Sub(a.last) > unansweredAfter:
+			delete(n.mem.asking, k)
+		case a.last.Sub(a.first) >= unansweredAfter:
+			out = append(out, cur)
+		}
+	}
+	msg.SortMembers(out)
+	return out
+}
+
 // Phase is where this node stands in its membership.
 func (n *Node) Phase(now time.Time) Phase {
 	m := &n.mem
@@ -790,7 +880,7 @@ func (n *Node) PhaseDetail(now time.Time) string {
 		case n.cfg.Self.ID:
 			return "joining: no other member alive in gossip; proposing its own new entry"
 		default:
-			return "joining: asked " + string(m.lastSeed)
+			return "joining: asked " + string(m.lastSeed) + n.unanswered(now)
 		}
 		return "joining: no member alive in gossip yet"
 	case PhaseOut:

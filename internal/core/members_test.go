@@ -506,3 +506,45 @@ func TestOlderIncarnationsDroppedPerStore(t *testing.T) {
 		}
 	}
 }
+
+// H28 from both sides. A member of the current epoch that keeps asking to
+// join it has not learned it: after unansweredAfter of asks it is reported
+// unreached, and no longer once it stops asking. A joiner that has heard
+// nothing back for unansweredAfter says so in its phase.
+func TestUnreachedJoiner(t *testing.T) {
+	n := memberNode(m1, time.Time{}, m1, m2, m3)
+	join := func(at time.Duration, who msg.Member) {
+		n.Receive(hBase.Add(at), msg.Envelope{From: who, FromInc: 1, To: m1.ID, Epoch: 5, Body: msg.Join{Member: who}})
+	}
+	m4 := msg.Member{ID: "n4", Store: 44, Addr: "g4", Version: 1}
+	for at := time.Duration(0); at <= 12*time.Second; at += mJoinEvery {
+		join(at, m3) // a member, as the epoch has it
+		join(at, m4) // not a member: an ordinary joiner
+		got := n.Unreached(hBase.Add(at))
+		want := at >= unansweredAfter
+		if (len(got) == 1 && got[0] == m3) != want || len(got) > 1 {
+			t.Fatalf("after %v of asks: unreached %v, want n3: %v", at, got, want)
+		}
+	}
+	if got := n.Unreached(hBase.Add(12*time.Second + unansweredAfter + mJoinEvery)); len(got) != 0 {
+		t.Fatalf("n3 stopped asking, still unreached: %v", got)
+	}
+
+	j := New(memberNode(m4, time.Time{}).cfg, hBase, epoch.State{}, false)
+	j.WantJoin()
+	view := []GossipPeer{self(m4), peer(m1, PeerAlive)}
+	for d := time.Duration(0); d <= 11*time.Second; d += 100 * time.Millisecond {
+		j.Gossip(hBase.Add(d), view)
+		j.Maintain(hBase.Add(d))
+	}
+	if d := j.PhaseDetail(hBase.Add(5 * time.Second)); d != "joining: asked n1" {
+		t.Fatalf("after 5s: phase %q", d)
+	}
+	if d := j.PhaseDetail(hBase.Add(11 * time.Second)); !strings.Contains(d, "no answer from any node for 11s: can they reach this node at g4?") {
+		t.Fatalf("after 11s unanswered: phase %q", d)
+	}
+	j.Receive(hBase.Add(11*time.Second), msg.Envelope{From: m1, FromInc: 1, To: m4.ID, Body: msg.EpochQuery{}})
+	if d := j.PhaseDetail(hBase.Add(11 * time.Second)); d != "joining: asked n1" {
+		t.Fatalf("answered: phase %q", d)
+	}
+}

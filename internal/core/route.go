@@ -22,6 +22,7 @@ func (n *Node) receive(now time.Time, env msg.Envelope) {
 	if env.Body == nil || (env.FromInc < n.minInc[memberKey(env.From)] && !n.cfg.Holder.Mutations.KeepsOldIncReplies()) {
 		return
 	}
+	n.heardFrom(now, env)
 	switch b := env.Body.(type) {
 	case msg.Join:
 		if n.duplicateJoin(b.Member) != "" {

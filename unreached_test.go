@@ -1,0 +1,57 @@
+package homelock
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestJoinerAtAnUnreachableAddress: a fourth node advertises a transport
+// address where nothing listens. Its join reaches the members and is agreed,
+// but nothing they send reaches it (H28, open: the join does not yet check
+// the address). What this test holds is that both sides say so: the members
+// report it unreached (and log it), and its own phase says that nobody
+// answers and names the address to check.
+func TestJoinerAtAnUnreachableAddress(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	c.waitAvailable()
+	cfg := testConfig(t, "n4")
+	cfg.KeyRing = c.cfgs[0].KeyRing
+	cfg.Join = []string{c.cfgs[0].GossipAddr}
+	cfg.AdvertiseAddr = refusingAddr(t)
+	started := make(chan *Node, 1)
+	cfg.Started = func(n *Node) { started <- n }
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	opened := make(chan error, 1)
+	go func() {
+		n, err := Open(ctx, cfg)
+		if n != nil {
+			_ = n.Close(killed())
+		}
+		opened <- err
+	}()
+	n4 := <-started
+	require.Eventually(t, func() bool {
+		c.nodes[0].mu.Lock()
+		defer c.nodes[0].mu.Unlock()
+		u := c.nodes[0].core.Unreached(c.nodes[0].clock.Now())
+		return len(u) == 1 && u[0].ID == "n4" && u[0].Addr == cfg.AdvertiseAddr
+	}, 18*time.Second, 50*time.Millisecond, "n1 never reported n4 unreached")
+	phase := n4.Status().Phase
+	require.True(t, strings.Contains(phase, "no answer from any node") && strings.Contains(phase, cfg.AdvertiseAddr), "n4's phase: %q", phase)
+	cancel()
+	require.Error(t, <-opened, "n4 learned an epoch it cannot have heard of")
+}
+
+// refusingAddr is a loopback address where nothing listens.
+func refusingAddr(t *testing.T) string {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	require.NoError(t, lis.Close())
+	return lis.Addr().String()
+}
