@@ -824,11 +824,14 @@ func (n *Node) Unreached(now time.Time) []msg.Member {
 	}
 	var out []msg.Member
 	for k, a := range n.mem.asking {
-		cur, ok := l.Epoch.Member(k.ID)
-		switch {
-		case !ok || memberKey(cur) != k || now.Sub(a.last) > unansweredAfter:
+		if now.Sub(a.last) > unansweredAfter {
 			delete(n.mem.asking, k)
-		case a.last.Sub(a.first) >= unansweredAfter:
+			continue
+		}
+		// A member removed and let in again meanwhile (gossip found it
+		// down and back) is still the same member asking: its record is
+		// kept while it is out, and reported once it is in again.
+		if cur, ok := l.Epoch.Member(k.ID); ok && memberKey(cur) == k && a.last.Sub(a.first) >= unansweredAfter {
 			out = append(out, cur)
 		}
 	}
