@@ -3,6 +3,7 @@ package homelock
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,8 +26,8 @@ type memberState struct {
 	lastPhase string
 	// lastMixed is the mixed-cluster reason logMixed last logged.
 	lastMixed string
-	// unreached are the members logUnreached has logged and still sees.
-	unreached map[msg.Member]bool
+	// unreached are the members logUnreached saw last, each logged once.
+	unreached []msg.Member
 	// gossiping holds the gossip addresses a join goroutine is dialling.
 	gossiping map[string]bool
 	joins     sync.WaitGroup
@@ -107,24 +108,14 @@ func (n *Node) maintain(now time.Time) {
 // epoch that has them: nothing this node sends them arrives, and the keys
 // they are home for answer nobody (mu held).
 func (n *Node) logUnreached(now time.Time) {
-	seen := make(map[msg.Member]bool)
-	for _, m := range n.core.Unreached(now) {
-		seen[m] = true
-		if n.member.unreached[m] {
-			continue
-		}
-		if n.member.unreached == nil {
-			n.member.unreached = make(map[msg.Member]bool)
-		}
-		n.member.unreached[m] = true
-		n.log.Error("a member keeps asking to join an epoch that has it: nothing sent to it arrives, and its keys answer nobody; is its advertised address right? (docs/operations.md)",
-			"member", m.ID, "store", msg.FormatStore(m.Store), "addr", m.Addr)
-	}
-	for m := range n.member.unreached {
-		if !seen[m] {
-			delete(n.member.unreached, m)
+	u := n.core.Unreached(now)
+	for _, m := range u {
+		if !slices.Contains(n.member.unreached, m) {
+			n.log.Error("a member keeps asking to join an epoch that has it: nothing sent to it arrives, and its keys answer nobody; is its advertised address right? (docs/operations.md)",
+				"member", m.ID, "store", msg.FormatStore(m.Store), "addr", m.Addr)
 		}
 	}
+	n.member.unreached = u
 }
 
 // logMixed logs when cluster locks become unavailable because members run

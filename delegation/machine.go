@@ -17,10 +17,10 @@ import (
 type Machine struct {
 	cfg  Config
 	ring *epoch.Ring
-	// mixed is non-empty while the epoch's members do not all run this
-	// node's protocol version (versions), or a peer advertises other safety
-	// timings (timings): cluster locks fail closed, and it says who runs
-	// what.
+	// versions is non-empty while the epoch's members do not all run this
+	// node's protocol version, timings while a peer advertises other safety
+	// timings: cluster locks fail closed, and each says who runs what.
+	// mixed is the first of them set (remix), kept for the admission path.
 	mixed, versions, timings string
 	// shards hold the keys (Config.Shards): a key's state, wake-up and
 	// critical section are in the shard ShardOf names.

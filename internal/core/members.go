@@ -759,10 +759,7 @@ func (n *Node) Lockable(now time.Time) (bool, string) {
 }
 
 // askingMember is one member's asks to join an epoch that has it.
-type askingMember struct {
-	first, last time.Time
-	asks        int
-}
+type askingMember struct{ first, last time.Time }
 
 // unansweredAfter is how long a node may ask to join, and a member ask
 // to join an epoch that has it, before that reads as messages to it not
@@ -804,11 +801,10 @@ func (n *Node) heardFrom(now time.Time, env msg.Envelope) {
 	}
 	k := memberKey(j.Member)
 	a := n.mem.asking[k]
-	if a.asks == 0 || now.Sub(a.last) > unansweredAfter {
-		a = askingMember{first: now}
+	if a.first.IsZero() || now.Sub(a.last) > unansweredAfter {
+		a.first = now
 	}
 	a.last = now
-	a.asks++
 	n.mem.asking[k] = a
 }
 
