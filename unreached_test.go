@@ -11,7 +11,7 @@ import (
 )
 
 // TestJoinerAtAnUnreachableAddress: a fourth node advertises a transport
-// address where nothing listens. Its join reaches the members and is agreed,
+// address where nothing answers. Its join reaches the members and is agreed,
 // but nothing they send reaches it (H28, open: the join does not yet check
 // the address). What this test holds is that both sides say so: a member it
 // keeps asking reports it unreached (and logs it), and its own phase says
@@ -22,7 +22,7 @@ func TestJoinerAtAnUnreachableAddress(t *testing.T) {
 	cfg := testConfig(t, "n4")
 	cfg.KeyRing = c.cfgs[0].KeyRing
 	cfg.Join = []string{c.cfgs[0].GossipAddr}
-	cfg.AdvertiseAddr = refusingAddr(t)
+	cfg.AdvertiseAddr = deafAddr(t)
 	started := make(chan *Node, 1)
 	cfg.Started = func(n *Node) { started <- n }
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -56,10 +56,13 @@ func TestJoinerAtAnUnreachableAddress(t *testing.T) {
 	require.Error(t, <-opened, "n4 learned an epoch it cannot have heard of")
 }
 
-// refusingAddr is a loopback address where nothing listens.
-func refusingAddr(t *testing.T) string {
+// deafAddr is a loopback address where a listener accepts into its backlog
+// and nothing ever answers. It stays bound until the test ends: a port only
+// closed again could be the very one n4's transport is given next, and n4
+// would then be reachable after all.
+func deafAddr(t *testing.T) string {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	require.NoError(t, lis.Close())
+	t.Cleanup(func() { _ = lis.Close() })
 	return lis.Addr().String()
 }
