@@ -111,7 +111,7 @@ func (n *Node) logUnreached(now time.Time) {
 	u := n.core.Unreached(now)
 	for _, m := range u {
 		if !slices.Contains(n.member.unreached, m) {
-			n.log.Error("a member keeps asking to join an epoch that has it: nothing sent to it arrives, and its keys answer nobody; is its advertised address right? (docs/operations.md)",
+			n.log.Error("a node keeps asking to join though it is answered with the epoch: nothing sent to it arrives, and the keys it is home for answer nobody; is its advertised address right? (docs/operations.md)",
 				"member", m.ID, "store", msg.FormatStore(m.Store), "addr", m.Addr)
 		}
 	}

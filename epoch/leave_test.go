@@ -60,11 +60,22 @@ func TestStaleJoin(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := testCfg("b").Self
-			proposed, taught := fromB(Learned{Epoch: e3, Cert: msg.Certificate{Prev: tc.prev}}, tc.sentIn, msg.Join{Member: b})
+			l := Learned{Epoch: e3, Cert: msg.Certificate{Prev: tc.prev}}
+			proposed, taught := fromB(l, tc.sentIn, msg.Join{Member: b})
 			equal(t, tc.counts, proposed, "proposed an epoch with b")
 			equal(t, !tc.counts, taught, "sent b the learned epoch")
+			equal(t, !tc.counts, New(testCfg("c"), State{Learned: &l}).AnswersJoin(tc.sentIn, b), "AnswersJoin")
 		})
 	}
+	// A member that asks to join, as the learned epoch has it, is answered
+	// with the epoch too; with another entry (a new address) it is a join.
+	b := testCfg("b").Self
+	l := Learned{Epoch: msg.Epoch{Number: 3, Members: members("a", "b", "c"), Caps: msg.Caps{Ring: msg.RingV1}}, Cert: msg.Certificate{Prev: with}}
+	m := New(testCfg("c"), State{Learned: &l})
+	equal(t, true, m.AnswersJoin(1, b), "AnswersJoin of a member")
+	moved := b
+	moved.Addr = "b:2"
+	equal(t, false, m.AnswersJoin(3, moved), "AnswersJoin of a member at a new address")
 }
 
 // fromB has c, which learned l, receive body from b, sent in epoch sentIn:

@@ -346,6 +346,18 @@ func (m *Machine) handle(now time.Time, env msg.Envelope) {
 	}
 }
 
+// AnswersJoin reports whether this node answers a Join that who sent in
+// epoch sentIn with the learned epoch, and nothing else: who is in it as it
+// is (it only has to learn it), or its Join is stale (it has to learn it
+// before it may ask again). A sender that keeps asking so is not receiving
+// what this node sends it.
+func (m *Machine) AnswersJoin(sentIn uint64, who msg.Member) bool {
+	if m.learned == nil || m.learned.Epoch.Number < 1 {
+		return false
+	}
+	return reflected(m.learned.Epoch, change{member: who}) || m.staleJoin(sentIn, who)
+}
+
 // staleJoin reports whether a Join its sender sent in epoch sentIn predates
 // that member's last membership: the member was in the epoch before the
 // learned one and is not in the learned one, so it joined after sentIn and

@@ -130,9 +130,9 @@ type members struct {
 	// long with nothing heard back is how a node that advertises an
 	// address where it cannot be reached looks from inside (H28).
 	firstAsk, lastHeard time.Time
-	// asking holds the members of the current epoch, entries as they are
-	// there, that keep asking to join it: they have not learned it, so
-	// nothing this node sends them arrives (H28).
+	// asking holds, by member key, the nodes that keep asking to join
+	// while this node answers them with its epoch: they have not learned
+	// it, so nothing this node sends them arrives (H28).
 	asking map[msg.Member]askingMember
 
 	initial       []msg.NodeID // bootstrap: waiting for these in gossip
@@ -758,8 +758,12 @@ func (n *Node) Lockable(now time.Time) (bool, string) {
 	return true, ""
 }
 
-// askingMember is one member's asks to join an epoch that has it.
-type askingMember struct{ first, last time.Time }
+// askingMember is one node's asks to join that this node answered with its
+// epoch (AnswersJoin), and the entry the last one named.
+type askingMember struct {
+	first, last time.Time
+	member      msg.Member
+}
 
 // unansweredAfter is how long a node may ask to join, and a member ask
 // to join an epoch that has it, before that reads as messages to it not
@@ -778,22 +782,18 @@ func (n *Node) unanswered(now time.Time) string {
 		now.Sub(m.firstAsk).Round(time.Second), n.cfg.Self.Addr)
 }
 
-// heardFrom notes a message from another node, and a Join from a member
-// the current epoch already holds as it asks.
+// heardFrom notes a message from another node, and a Join that the
+// learned epoch answers: from a member the epoch holds as it asks, or from
+// one removed since it sent it, which has to learn the epoch before it may
+// ask again (a new member is removed so when gossip shows it to some node
+// later than DownAfter).
 func (n *Node) heardFrom(now time.Time, env msg.Envelope) {
 	if env.From.ID == n.cfg.Self.ID {
 		return
 	}
 	n.mem.lastHeard = now
 	j, ok := env.Body.(msg.Join)
-	if !ok {
-		return
-	}
-	l, _, ok := n.ep.Current()
-	if !ok {
-		return
-	}
-	if cur, ok := l.Epoch.Member(j.Member.ID); !ok || cur != j.Member {
+	if !ok || !n.ep.AnswersJoin(env.Epoch, j.Member) {
 		return
 	}
 	if n.mem.asking == nil {
@@ -804,31 +804,26 @@ func (n *Node) heardFrom(now time.Time, env msg.Envelope) {
 	if a.first.IsZero() || now.Sub(a.last) > unansweredAfter {
 		a.first = now
 	}
-	a.last = now
+	a.last, a.member = now, j.Member
 	n.mem.asking[k] = a
 }
 
-// Unreached returns the members of the current epoch, entries as they are
-// there, that have kept asking to join it for unansweredAfter: they never
-// learned it, so what this node sends them does not arrive, and the keys
-// they are home for answer nobody (H28: most often an advertised address
-// that does not reach the node).
+// Unreached returns the nodes, entries as their last Join named them, that
+// have kept asking to join for unansweredAfter while this node answered
+// each ask with its epoch: they never learned it, so what this node sends
+// them does not arrive, and the keys they are home for answer nobody (H28:
+// most often an advertised address that does not reach the node). A member
+// removed and let in again meanwhile is still the same node asking: its
+// record is kept while it is out.
 func (n *Node) Unreached(now time.Time) []msg.Member {
-	l, _, ok := n.ep.Current()
-	if !ok {
-		return nil
-	}
 	var out []msg.Member
 	for k, a := range n.mem.asking {
 		if now.Sub(a.last) > unansweredAfter {
 			delete(n.mem.asking, k)
 			continue
 		}
-		// A member removed and let in again meanwhile (gossip found it
-		// down and back) is still the same member asking: its record is
-		// kept while it is out, and reported once it is in again.
-		if cur, ok := l.Epoch.Member(k.ID); ok && memberKey(cur) == k && a.last.Sub(a.first) >= unansweredAfter {
-			out = append(out, cur)
+		if a.last.Sub(a.first) >= unansweredAfter {
+			out = append(out, a.member)
 		}
 	}
 	msg.SortMembers(out)

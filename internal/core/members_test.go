@@ -530,6 +530,30 @@ func TestUnreachedJoiner(t *testing.T) {
 		t.Fatalf("n3 stopped asking, still unreached: %v", got)
 	}
 
+	// n4 was let in (epoch 5) and removed (epoch 6) before it learned
+	// either: its Joins, sent in no epoch, are stale, answered with the
+	// epoch alone, and it is as unreached as a member. The same Join sent
+	// in epoch 6 (n4 caught up) is an ordinary join.
+	prev := msg.Epoch{Number: 5, Members: []msg.Member{m1, m2, m3, m4}, Caps: msg.Caps{Ring: msg.RingV1}}
+	cur := msg.Epoch{Number: 6, Members: []msg.Member{m1, m2, m3}, Caps: msg.Caps{Ring: msg.RingV1}}
+	r := New(n.cfg, hBase, epoch.State{Learned: &epoch.Learned{Epoch: cur, Cert: msg.Certificate{Prev: prev}}}, false)
+	for at := time.Duration(0); at <= 12*time.Second; at += mJoinEvery {
+		now := hBase.Add(at)
+		r.Receive(now, msg.Envelope{From: m4, FromInc: 1, To: m1.ID, Epoch: 0, Body: msg.Join{Member: m4}})
+		got := r.Unreached(now)
+		want := at >= unansweredAfter
+		if (len(got) == 1 && got[0] == m4) != want || len(got) > 1 {
+			t.Fatalf("after %v of stale asks: unreached %v, want n4: %v", at, got, want)
+		}
+	}
+	c := New(n.cfg, hBase, epoch.State{Learned: &epoch.Learned{Epoch: cur, Cert: msg.Certificate{Prev: prev}}}, false)
+	for at := time.Duration(0); at <= 12*time.Second; at += mJoinEvery {
+		c.Receive(hBase.Add(at), msg.Envelope{From: m4, FromInc: 1, To: m1.ID, Epoch: 6, Body: msg.Join{Member: m4}})
+	}
+	if got := c.Unreached(hBase.Add(12 * time.Second)); len(got) != 0 {
+		t.Fatalf("a joiner that learned the epoch without it: unreached %v", got)
+	}
+
 	j := New(memberNode(m4, time.Time{}).cfg, hBase, epoch.State{}, false)
 	j.WantJoin()
 	view := []GossipPeer{self(m4), peer(m1, PeerAlive)}
