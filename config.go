@@ -71,7 +71,10 @@ type Config struct {
 	GossipKey []byte
 
 	// GossipTimings tunes failure detection; the zero value is memberlist's
-	// LAN defaults (transport.LocalTimings).
+	// LAN defaults (transport.LocalTimings). Its PushPullInterval is held
+	// to at most DownAfter/2: gossip can miss telling a member about a new
+	// one, and push/pull is what repairs that; repaired only after DownAfter,
+	// the member would count the new one down and remove it.
 	GossipTimings transport.Timings
 
 	// Bootstrap starts a brand-new cluster whose first epoch is exactly
@@ -367,4 +370,18 @@ func (c *Config) logger(component string) *slog.Logger {
 		l = slog.New(slog.DiscardHandler)
 	}
 	return l.With("component", component, "node", c.NodeID)
+}
+
+// gossipTimings are the timings memberlist runs with: GossipTimings, or
+// the LAN defaults, with a push/pull at least twice per DownAfter (0, which
+// memberlist reads as never, included).
+func (c Config) gossipTimings() transport.Timings {
+	t := c.GossipTimings
+	if t == (transport.Timings{}) {
+		t = transport.LocalTimings()
+	}
+	if half := c.DownAfter / 2; t.PushPullInterval <= 0 || t.PushPullInterval > half {
+		t.PushPullInterval = half
+	}
+	return t
 }

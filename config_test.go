@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/homelock/homelock/delegation"
+	"github.com/homelock/homelock/transport"
 )
 
 func validConfig() Config {
@@ -52,6 +53,39 @@ func TestValidate(t *testing.T) {
 			for _, w := range tc.want {
 				require.Contains(t, err.Error(), w)
 			}
+		})
+	}
+}
+
+// Push/pull, which repairs what gossip failed to tell a member, runs at
+// least twice per DownAfter, or a new member could be counted down and
+// removed before it is repaired.
+func TestGossipTimingsPushPull(t *testing.T) {
+	fast := transport.FastTimings()
+	off := fast
+	off.PushPullInterval = 0
+	for name, tc := range map[string]struct {
+		set       transport.Timings
+		downAfter time.Duration
+		want      time.Duration
+	}{
+		"LAN defaults, held to DownAfter/2": {transport.Timings{}, 10 * time.Second, 5 * time.Second},
+		"LAN defaults, long DownAfter":      {transport.Timings{}, time.Minute, transport.LocalTimings().PushPullInterval},
+		"set, held to DownAfter/2":          {fast, 500 * time.Millisecond, 250 * time.Millisecond},
+		"set, within DownAfter/2":           {fast, 10 * time.Second, fast.PushPullInterval},
+		"set off":                           {off, 10 * time.Second, 5 * time.Second},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := DefaultConfig()
+			c.GossipTimings, c.DownAfter = tc.set, tc.downAfter
+			got := c.gossipTimings()
+			require.Equal(t, tc.want, got.PushPullInterval)
+			want := tc.set
+			if want == (transport.Timings{}) {
+				want = transport.LocalTimings()
+			}
+			want.PushPullInterval = tc.want
+			require.Equal(t, want, got, "the other timings as set")
 		})
 	}
 }

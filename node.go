@@ -339,7 +339,7 @@ func (n *Node) startMembership() error {
 		BindAddr:  host,
 		BindPort:  port,
 		SecretKey: n.cfg.GossipKey,
-		Timings:   n.cfg.GossipTimings,
+		Timings:   n.cfg.gossipTimings(),
 		Logger:    n.cfg.logger("memberlist"),
 	}
 	if n.cfg.GossipAdvertise != "" {

@@ -250,3 +250,41 @@ func TestMetaEncoding(t *testing.T) {
 	_, err = EncodeMeta(Meta{NodeID: "n", Timings: msg.Timings{Skew: -1}})
 	require.ErrorIs(t, err, ErrBadMeta)
 }
+
+// Gossip alone, push/pull off, tells every member of a small cluster of a
+// joiner: the member the joiner pushed its state to passes it on to every
+// other (RetransmitMult 4). With memberlist's local default of 2 it told
+// only two, and about 1 join in 30 left a member waiting for a push/pull
+// (which homelock's down detection can outwait: Config.GossipTimings).
+func TestJoinReachesEveryMemberByGossip(t *testing.T) {
+	timings := FastTimings()
+	timings.PushPullInterval = time.Hour
+	start := func(id msg.NodeID, store uint64, seeds ...string) *Membership {
+		m, err := NewMembership(MembershipConfig{
+			Meta:     Meta{NodeID: id, StoreID: store, GRPCAddr: "127.0.0.1:9", Version: 1},
+			BindAddr: "127.0.0.1", Seeds: seeds, Timings: timings,
+		})
+		require.NoError(t, err)
+		return m
+	}
+	a := start("a", 1)
+	defer a.Close()
+	b := start("b", 2, a.Addr())
+	defer b.Close()
+	c := start("c", 3, a.Addr())
+	defer c.Close()
+	members := []*Membership{a, b, c}
+	for _, m := range members {
+		require.Eventually(t, func() bool { return len(alive(m)) == 3 }, 10*time.Second, 10*time.Millisecond)
+	}
+	for i := range 30 {
+		id := msg.NodeID(fmt.Sprint("j", i))
+		j := start(id, uint64(100+i), members[i%3].Addr())
+		for _, m := range members {
+			require.Eventually(t, func() bool { _, ok := alive(m)[id]; return ok }, 3*time.Second, 5*time.Millisecond,
+				"join %d: %s never heard of %s by gossip", i, m.ml.LocalNode().Name, id)
+		}
+		require.NoError(t, j.Leave(context.Background()))
+		require.NoError(t, j.Close())
+	}
+}
