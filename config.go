@@ -69,6 +69,11 @@ type Config struct {
 
 	// GossipKey, 16, 24 or 32 bytes, encrypts gossip (AES-GCM).
 	GossipKey []byte
+	// GossipAcceptKeys are further keys that other nodes' gossip may be
+	// encrypted with, for changing GossipKey without splitting the cluster
+	// (docs/operations.md, "Changing the gossip key"); this node encrypts
+	// with GossipKey only.
+	GossipAcceptKeys [][]byte
 
 	// GossipTimings tunes failure detection; the zero value is memberlist's
 	// LAN defaults (transport.LocalTimings). Its PushPullInterval is held
@@ -283,6 +288,14 @@ func (c Config) Validate() error {
 	}
 	if k := len(c.GossipKey); k != 0 && k != 16 && k != 24 && k != 32 {
 		bad("GossipKey (%d bytes) must be 16, 24 or 32 bytes", k)
+	}
+	for i, key := range c.GossipAcceptKeys {
+		if k := len(key); k != 16 && k != 24 && k != 32 {
+			bad("GossipAcceptKeys[%d] (%d bytes) must be 16, 24 or 32 bytes", i, k)
+		}
+	}
+	if len(c.GossipAcceptKeys) > 0 && len(c.GossipKey) == 0 {
+		bad("GossipAcceptKeys need a GossipKey: a node without one neither encrypts nor decrypts gossip")
 	}
 	if c.KeyRing != nil && c.KeyRingFile != "" {
 		bad("KeyRing and KeyRingFile (%q) are both set", c.KeyRingFile)

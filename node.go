@@ -336,11 +336,12 @@ func (n *Node) startMembership() error {
 	mc := transport.MembershipConfig{
 		Meta: transport.Meta{NodeID: n.self.ID, StoreID: n.self.Store, GRPCAddr: n.self.Addr, Version: n.self.Version,
 			Timings: n.coreConfig().Timings()},
-		BindAddr:  host,
-		BindPort:  port,
-		SecretKey: n.cfg.GossipKey,
-		Timings:   n.cfg.gossipTimings(),
-		Logger:    n.cfg.logger("memberlist"),
+		BindAddr:   host,
+		BindPort:   port,
+		SecretKey:  n.cfg.GossipKey,
+		AcceptKeys: n.cfg.GossipAcceptKeys,
+		Timings:    n.cfg.gossipTimings(),
+		Logger:     n.cfg.logger("memberlist"),
 	}
 	if n.cfg.GossipAdvertise != "" {
 		if mc.AdvertiseAddr, mc.AdvertisePort, err = splitPort(n.cfg.GossipAdvertise); err != nil {

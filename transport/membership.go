@@ -71,6 +71,10 @@ type MembershipConfig struct {
 	// SecretKey, 16, 24 or 32 bytes, encrypts gossip with AES-GCM; nodes
 	// with another key cannot join.
 	SecretKey []byte
+	// AcceptKeys are further keys that gossip from other nodes may be
+	// encrypted with (a key change under way); this node encrypts with
+	// SecretKey only. They need SecretKey.
+	AcceptKeys [][]byte
 	// Timings defaults to LocalTimings.
 	Timings Timings
 	// DeadRetention is how long a dead member stays in Members (so a caller
@@ -245,7 +249,13 @@ func NewMembership(cfg MembershipConfig) (*Membership, error) {
 	// and the third waited for a push/pull (3 of 90 joins tried on
 	// loopback; none of 180 with 4).
 	mc.RetransmitMult = 4
-	mc.SecretKey = cfg.SecretKey
+	if len(cfg.SecretKey) > 0 {
+		if mc.Keyring, err = memberlist.NewKeyring(cfg.AcceptKeys, cfg.SecretKey); err != nil {
+			return nil, fmt.Errorf("%w: gossip keys: %v", ErrBadConfig, err)
+		}
+	} else if len(cfg.AcceptKeys) > 0 {
+		return nil, fmt.Errorf("%w: AcceptKeys without SecretKey", ErrBadConfig)
+	}
 	mc.Logger = newMemberlistLogger(m.log, m.suspected, m.closed.Load)
 	d := &mlDelegate{m: m, meta: metaBytes}
 	mc.Delegate, mc.Events, mc.Alive, mc.Ping, mc.Conflict = d, d, d, d, d

@@ -166,6 +166,35 @@ func TestMembershipEncryptionKeyMismatch(t *testing.T) {
 	require.Len(t, a.Members(), 1)
 }
 
+// A key change: a node that encrypts with the new key and accepts the old
+// one gossips with a node that encrypts with the old one and accepts the
+// new one, and a node with the new key alone cannot join the latter.
+func TestMembershipAcceptKeys(t *testing.T) {
+	oldKey, newKey := []byte("0123456789abcdef"), []byte("fedcba9876543210")
+	start := func(id msg.NodeID, key []byte, accept [][]byte, seeds ...string) (*Membership, error) {
+		return NewMembership(MembershipConfig{
+			Meta:     Meta{NodeID: id, StoreID: 1, GRPCAddr: "127.0.0.1:9", Version: 1},
+			BindAddr: "127.0.0.1", Seeds: seeds, Timings: FastTimings(), SecretKey: key, AcceptKeys: accept,
+		})
+	}
+	a, err := start("a", oldKey, [][]byte{newKey})
+	require.NoError(t, err)
+	defer a.Close()
+	b, err := start("b", newKey, [][]byte{oldKey}, a.Addr())
+	require.NoError(t, err)
+	defer b.Close()
+	for _, m := range []*Membership{a, b} {
+		require.Eventually(t, func() bool { return len(alive(m)) == 2 }, 10*time.Second, 10*time.Millisecond)
+	}
+	// a's gossip is in the old key, which c does not accept.
+	c, err := start("c", newKey, nil, a.Addr())
+	require.ErrorIs(t, err, ErrJoin)
+	require.Nil(t, c)
+
+	_, err = start("d", nil, [][]byte{newKey})
+	require.ErrorIs(t, err, ErrBadConfig, "accepted keys without a key of its own")
+}
+
 // A graceful leave is reported down at once, without waiting for probes.
 func TestMembershipLeave(t *testing.T) {
 	a, aev, err := startMember(t, "a", 1, 0, nil)

@@ -123,6 +123,7 @@ Flags:
 	tlsKey := fs.String("tls-key", "", "PEM key for --tls-cert")
 	tlsCA := fs.String("tls-ca", "", "PEM CA that verifies peers (with --tls-cert: mutual TLS)")
 	gossipKey := fs.String("gossip-key", "", "gossip encryption key: 16, 24 or 32 bytes (or 48 or 64 hex digits)")
+	gossipAccept := fs.String("gossip-accept-keys", "", "further gossip keys, comma-separated, that other nodes may encrypt with while the key changes (docs/operations.md); needs --gossip-key")
 	keyRing := fs.String("key-ring", "", "key ring file that signs grants (see fence.ParseKeyRing)")
 	epochLease := fs.Duration("epoch-lease", d.EpochLease, "epoch liveness per renewal round")
 	maxLease := fs.Duration("max-lease", d.MaxLease, "longest delegation lease")
@@ -187,6 +188,16 @@ Flags:
 			return 2
 		}
 		cfg.GossipKey = key
+	}
+	if *gossipAccept != "" {
+		for s := range strings.SplitSeq(*gossipAccept, ",") {
+			key, err := parseKey(s)
+			if err != nil {
+				fail("bad --gossip-accept-keys", fmt.Errorf("--gossip-accept-keys: %w", err))
+				return 2
+			}
+			cfg.GossipAcceptKeys = append(cfg.GossipAcceptKeys, key)
+		}
 	}
 	if *tlsCert != "" || *tlsKey != "" || *tlsCA != "" {
 		cfg.TLS = &transport.TLSFiles{CertFile: *tlsCert, KeyFile: *tlsKey, CAFile: *tlsCA}

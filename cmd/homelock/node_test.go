@@ -434,6 +434,8 @@ func TestNodeNamesMissingFlags(t *testing.T) {
 		{[]string{"--data-dir", t.TempDir()}, "homelock node: --id is required"},
 		{[]string{"--id", "n1"}, "homelock node: --data-dir is required"},
 		{[]string{"--id", "n1", "--data-dir", t.TempDir(), "--bootstrap"}, "homelock node: --bootstrap needs --initial"},
+		{[]string{"--id", "n1", "--data-dir", t.TempDir(), "--gossip-key", "0123456789abcdef", "--gossip-accept-keys", "fedcba9876543210,short"},
+			"--gossip-accept-keys: want 16, 24 or 32 bytes (or 48 or 64 hex digits), got 5 characters"},
 	} {
 		var stdout, stderr lockedBuffer
 		require.Equal(t, 2, serveNode(context.Background(), tc.args, &stdout, &stderr), stderr.String())
