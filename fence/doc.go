@@ -11,8 +11,10 @@
 //     section numbers the critical sections its holder admits under it, so
 //     that every critical section has a token above every earlier one.
 //   - Grant (lockGrant.v1) and its canonical encoding; KeyRing, which signs
-//     grants with HMAC-SHA256 over the encoding's digest, verifies them with any
-//     key not retired, and refuses revoked issuer epochs.
+//     grants with HMAC-SHA256 over the encoding's digest under its last active
+//     key, verifies them with any key not retired, and refuses revoked issuer
+//     epochs. A key listed before the signing one verifies without signing,
+//     which is how a key changes across a running cluster (docs/operations.md).
 //   - Guard: per resource, in Pebble under a prefix, the lock domain, the
 //     highest fence accepted, the operation root for it, the last segment, and
 //     a receipt per accepted segment, all written in the business write's batch;

@@ -184,6 +184,42 @@ func TestKeyRingBounds(t *testing.T) {
 	check.ErrorIs(t, err, ErrBadGrant)
 }
 
+// A rolling key change (docs/operations.md, "Changing the grant signing
+// key"): during each step nodes run either that step's ring file or the one
+// before, and every grant one signs verifies on the other. The new key first
+// goes in ahead of the old one, so it verifies but does not sign: the last
+// key signs. Skipping that step leaves Guards that refuse the new key's
+// grants.
+func TestKeyRingRollingChange(t *testing.T) {
+	b64 := base64.StdEncoding.EncodeToString
+	k1 := fmt.Sprintf(`{"id": "k1", "secret": %q}`, b64(testSecret1))
+	k2 := fmt.Sprintf(`{"id": "k2", "secret": %q}`, b64(testSecret2))
+	steps := []struct{ file, signs string }{
+		{`{"keys": [` + k1 + `]}`, "k1"},
+		{`{"keys": [` + k2 + `, ` + k1 + `]}`, "k1"},
+		{`{"keys": [` + k1 + `, ` + k2 + `]}`, "k2"},
+		{`{"keys": [{"id": "k1", "retired": true}, ` + k2 + `]}`, "k2"},
+	}
+	rings := make([]*KeyRing, len(steps))
+	for i, st := range steps {
+		r, err := ParseKeyRing([]byte(st.file))
+		must.NoError(t, err)
+		must.Equal(t, st.signs, r.SigningKeyID(), "step %d", i)
+		rings[i] = r
+	}
+	g := baseGrant("r", "o", tok(3, 1, 9))
+	verifies := func(signer, verifier int) bool {
+		s, err := rings[signer].Sign(g)
+		must.NoError(t, err)
+		_, err = rings[verifier].Verify(s)
+		return err == nil
+	}
+	for i := 1; i < len(rings); i++ {
+		check.True(t, verifies(i-1, i) && verifies(i, i-1), "steps %d and %d do not verify each other's grants", i-1, i)
+	}
+	check.False(t, verifies(2, 0), "a ring without the new key verified its grant")
+}
+
 func TestLoadKeyRing(t *testing.T) {
 	b64 := base64.StdEncoding.EncodeToString
 	file := fmt.Sprintf(`{

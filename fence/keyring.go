@@ -243,8 +243,9 @@ func LoadKeyRing(path string) (*KeyRing, error) {
 	return r, nil
 }
 
-// ParseKeyRing parses a key ring file: a JSON object with "keys" (oldest
-// first, each {"id", "secret" in standard base64, "retired"}), optional
+// ParseKeyRing parses a key ring file: a JSON object with "keys" (each {"id",
+// "secret" in standard base64, "retired"}; the last active key signs, and
+// every active key verifies, so a new key listed first only verifies), optional
 // "revokedIssuerEpochs" and "revokedBelow". Unknown fields and trailing data
 // are refused, so a typo in a field name cannot silently drop a revocation.
 func ParseKeyRing(data []byte) (*KeyRing, error) {
