@@ -104,9 +104,9 @@ func (n *Node) maintain(now time.Time) {
 	n.logUnreached(now)
 }
 
-// logUnreached logs, once each, the members that keep asking to join an
-// epoch that has them: nothing this node sends them arrives, and the keys
-// they are home for answer nobody (mu held).
+// logUnreached logs, once each, the nodes that keep asking to join though
+// this node answers them with its epoch (core.Node.Unreached): nothing it
+// sends them arrives (mu held).
 func (n *Node) logUnreached(now time.Time) {
 	u := n.core.Unreached(now)
 	for _, m := range u {

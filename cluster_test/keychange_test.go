@@ -138,13 +138,7 @@ func (c *rcluster) restartWithRing(ctx context.Context, i int, ring *fence.KeyRi
 	}
 	cfg := r.cfg
 	cfg.KeyRing = ring
-	kv, err := OpenKV(KVConfig{
-		ID: cfg.NodeID, Dir: cfg.DataDir + "-kv", KeyRing: ring, Domain: cfg.ClusterID,
-		Operation: cfg.GrantOperation, Net: c.kvnet,
-	})
-	if err != nil {
-		c.t.Fatal(err)
-	}
+	kv := c.openKV(cfg)
 	c.hook(&cfg, kv)
 	c.mu.Lock()
 	r.cfg, r.kv = cfg, kv

@@ -174,11 +174,12 @@ func newRCluster(t testing.TB, size int, o rcOptions) *rcluster {
 	return c
 }
 
-// openKV opens the KV beside the node of cfg and wires cfg's store hooks to it.
+// openKV opens the KV beside the node of cfg; its Guard verifies grants
+// with the node's key ring.
 func (c *rcluster) openKV(cfg homelock.Config) *KV {
 	c.t.Helper()
 	kv, err := OpenKV(KVConfig{
-		ID: cfg.NodeID, Dir: cfg.DataDir + "-kv", KeyRing: c.ring, Domain: cfg.ClusterID,
+		ID: cfg.NodeID, Dir: cfg.DataDir + "-kv", KeyRing: cfg.KeyRing, Domain: cfg.ClusterID,
 		Operation: cfg.GrantOperation, Net: c.kvnet,
 	})
 	if err != nil {

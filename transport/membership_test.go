@@ -51,16 +51,20 @@ func (e *events) waitFor(t *testing.T, typ EventType, id msg.NodeID, store uint6
 func startMember(t *testing.T, id msg.NodeID, store uint64, port int, key []byte, seeds ...string) (*Membership, *events, error) {
 	t.Helper()
 	ev := &events{}
-	m, err := NewMembership(MembershipConfig{
-		Meta:      Meta{NodeID: id, StoreID: store, GRPCAddr: "127.0.0.1:9" + fmt.Sprint(store%1000), Version: 1},
-		BindAddr:  "127.0.0.1",
-		BindPort:  port,
-		Seeds:     seeds,
-		SecretKey: key,
-		Timings:   FastTimings(),
-		OnEvent:   ev.add,
-	})
+	cfg := memberConfig(id, store, seeds...)
+	cfg.BindPort, cfg.SecretKey, cfg.OnEvent = port, key, ev.add
+	m, err := NewMembership(cfg)
 	return m, ev, err
+}
+
+// memberConfig is a member on loopback with the fast timings.
+func memberConfig(id msg.NodeID, store uint64, seeds ...string) MembershipConfig {
+	return MembershipConfig{
+		Meta:     Meta{NodeID: id, StoreID: store, GRPCAddr: "127.0.0.1:9" + fmt.Sprint(store%1000), Version: 1},
+		BindAddr: "127.0.0.1",
+		Seeds:    seeds,
+		Timings:  FastTimings(),
+	}
 }
 
 func alive(m *Membership) map[msg.NodeID]Peer {
@@ -172,10 +176,9 @@ func TestMembershipEncryptionKeyMismatch(t *testing.T) {
 func TestMembershipAcceptKeys(t *testing.T) {
 	oldKey, newKey := []byte("0123456789abcdef"), []byte("fedcba9876543210")
 	start := func(id msg.NodeID, key []byte, accept [][]byte, seeds ...string) (*Membership, error) {
-		return NewMembership(MembershipConfig{
-			Meta:     Meta{NodeID: id, StoreID: 1, GRPCAddr: "127.0.0.1:9", Version: 1},
-			BindAddr: "127.0.0.1", Seeds: seeds, Timings: FastTimings(), SecretKey: key, AcceptKeys: accept,
-		})
+		cfg := memberConfig(id, 1, seeds...)
+		cfg.SecretKey, cfg.AcceptKeys = key, accept
+		return NewMembership(cfg)
 	}
 	a, err := start("a", oldKey, [][]byte{newKey})
 	require.NoError(t, err)
@@ -286,13 +289,10 @@ func TestMetaEncoding(t *testing.T) {
 // only two, and about 1 join in 30 left a member waiting for a push/pull
 // (which homelock's down detection can outwait: Config.GossipTimings).
 func TestJoinReachesEveryMemberByGossip(t *testing.T) {
-	timings := FastTimings()
-	timings.PushPullInterval = time.Hour
 	start := func(id msg.NodeID, store uint64, seeds ...string) *Membership {
-		m, err := NewMembership(MembershipConfig{
-			Meta:     Meta{NodeID: id, StoreID: store, GRPCAddr: "127.0.0.1:9", Version: 1},
-			BindAddr: "127.0.0.1", Seeds: seeds, Timings: timings,
-		})
+		cfg := memberConfig(id, store, seeds...)
+		cfg.Timings.PushPullInterval = time.Hour
+		m, err := NewMembership(cfg)
 		require.NoError(t, err)
 		return m
 	}

@@ -765,10 +765,10 @@ type askingMember struct {
 	member      msg.Member
 }
 
-// unansweredAfter is how long a node may ask to join, and a member ask
-// to join an epoch that has it, before that reads as messages to it not
-// arriving; a member that has not asked for as long has stopped (a joiner
-// asks the members in turn, so each hears it only now and then).
+// unansweredAfter is how long a node may ask to join unanswered, or be
+// answered with the epoch and ask again, before that reads as messages to
+// it not arriving; a node that has not asked for as long has stopped (a
+// joiner asks the members in turn, so each hears it only now and then).
 const unansweredAfter = 10 * time.Second
 
 // unanswered says, for a joining node's phase, that no other node has

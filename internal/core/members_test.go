@@ -509,8 +509,9 @@ func TestOlderIncarnationsDroppedPerStore(t *testing.T) {
 
 // H28 from both sides. A member of the current epoch that keeps asking to
 // join it has not learned it: after unansweredAfter of asks it is reported
-// unreached, and no longer once it stops asking. A joiner that has heard
-// nothing back for unansweredAfter says so in its phase.
+// unreached, and no longer once it stops asking; so is a removed member
+// whose Joins are stale. A joiner that has heard nothing back for
+// unansweredAfter says so in its phase.
 func TestUnreachedJoiner(t *testing.T) {
 	n := memberNode(m1, time.Time{}, m1, m2, m3)
 	join := func(at time.Duration, who msg.Member) {
@@ -536,7 +537,10 @@ func TestUnreachedJoiner(t *testing.T) {
 	// in epoch 6 (n4 caught up) is an ordinary join.
 	prev := msg.Epoch{Number: 5, Members: []msg.Member{m1, m2, m3, m4}, Caps: msg.Caps{Ring: msg.RingV1}}
 	cur := msg.Epoch{Number: 6, Members: []msg.Member{m1, m2, m3}, Caps: msg.Caps{Ring: msg.RingV1}}
-	r := New(n.cfg, hBase, epoch.State{Learned: &epoch.Learned{Epoch: cur, Cert: msg.Certificate{Prev: prev}}}, false)
+	removed := func() *Node {
+		return New(n.cfg, hBase, epoch.State{Learned: &epoch.Learned{Epoch: cur, Cert: msg.Certificate{Prev: prev}}}, false)
+	}
+	r := removed()
 	for at := time.Duration(0); at <= 12*time.Second; at += mJoinEvery {
 		now := hBase.Add(at)
 		r.Receive(now, msg.Envelope{From: m4, FromInc: 1, To: m1.ID, Epoch: 0, Body: msg.Join{Member: m4}})
@@ -546,7 +550,7 @@ func TestUnreachedJoiner(t *testing.T) {
 			t.Fatalf("after %v of stale asks: unreached %v, want n4: %v", at, got, want)
 		}
 	}
-	c := New(n.cfg, hBase, epoch.State{Learned: &epoch.Learned{Epoch: cur, Cert: msg.Certificate{Prev: prev}}}, false)
+	c := removed()
 	for at := time.Duration(0); at <= 12*time.Second; at += mJoinEvery {
 		c.Receive(hBase.Add(at), msg.Envelope{From: m4, FromInc: 1, To: m1.ID, Epoch: 6, Body: msg.Join{Member: m4}})
 	}
