@@ -392,7 +392,11 @@ func splitPort(addr string) (string, int, error) {
 // home keys not handed off). A Close whose ctx is already done is a kill: no
 // drain, no release, no handoff, nothing sent; the node stays a member until
 // failure detection removes it or it comes back. No goroutine started by the
-// node outlives Close, unless a store hook ignores its cancelled context.
+// node outlives Close, unless a store hook ignores its cancelled context;
+// memberlist's work in flight at Close (a probe waiting for its ack, a
+// push/pull) ends by itself within a probe interval (up to 8x with
+// awareness) or its TCP timeout, and can send at most the message it was
+// sending.
 // Close is idempotent.
 func (n *Node) Close(ctx context.Context) error {
 	n.closeOnce.Do(func() { n.closeErr = n.close(ctx) })

@@ -10,20 +10,19 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/homelock/homelock"
 	"github.com/homelock/homelock/epoch"
 	"github.com/homelock/homelock/fence"
+	"github.com/homelock/homelock/internal/leakcheck"
 	"github.com/homelock/homelock/internal/loopback"
 	"github.com/homelock/homelock/msg"
 	"github.com/homelock/homelock/transport"
 )
 
-// The real-cluster tests close every node and KV they open; goleak then shows
+// The real-cluster tests close every node and KV they open; leakcheck then shows
 // that nothing they started outlives Close. (The simulator's tests start no
 // goroutine.)
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
 
 // Timings of the real-cluster tests: liveness in 600ms, leases of 250ms,
 // failure detection within about a second, so each test runs in seconds.

@@ -18,7 +18,10 @@
 //	    understand is refused and counted (Stats.Refused), never half read
 //	    (pb.Decode).
 //	T4  Close stops every goroutine the transport started; no Handler call
-//	    starts after Close returns.
+//	    starts after Close returns. memberlist's Shutdown does not wait for
+//	    its work in flight (a probe waiting out its interval, a push/pull
+//	    until its TCP timeout), which then ends by itself; the tests'
+//	    leakcheck waits for exactly that, and fails on anything else.
 //
 // # Threading
 //

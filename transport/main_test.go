@@ -3,11 +3,11 @@ package transport
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/homelock/homelock/internal/leakcheck"
 )
 
 // Every test's transports, networks and memberships are closed by the test;
-// goleak then shows that Close left no goroutine behind (T4).
+// leakcheck then shows that Close left no goroutine behind (T4).
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	leakcheck.VerifyTestMain(m)
 }

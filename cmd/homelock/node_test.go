@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/homelock/homelock/internal/leakcheck"
 	"github.com/homelock/homelock/internal/loopback"
 )
 
@@ -123,7 +124,7 @@ func TestNodeMetricsHealthReadiness(t *testing.T) {
 		t.Skip("runs a node (-short)")
 	}
 	leaks := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, leaks) }) // after the node's own cleanup
+	t.Cleanup(func() { leakcheck.VerifyNone(t, leaks) }) // after the node's own cleanup
 	n := startNode(t, "--metrics-addr", "127.0.0.1:0")
 	require.NotEmpty(t, n.metrics)
 	base := "http://" + n.metrics

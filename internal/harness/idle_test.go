@@ -9,6 +9,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/homelock/homelock/fence"
+	"github.com/homelock/homelock/internal/leakcheck"
 )
 
 // BenchmarkIdleDelegations runs the harness's memory measure alone (the
@@ -56,7 +57,7 @@ func TestMeasureIdle(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two pairs of nodes")
 	}
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.VerifyNone(t, goleak.IgnoreCurrent())
 	dir := filepath.Join(t.TempDir(), "idle")
 	const count = 20000
 	m, err := measureIdle(context.Background(), dir, count, nil, "")

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/homelock/homelock/internal/leakcheck"
 )
 
 // TestRunCancelledLeavesNothing cancels a run on its cluster, as SIGINT
@@ -17,7 +19,7 @@ func TestRunCancelledLeavesNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a three-node cluster")
 	}
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer leakcheck.VerifyNone(t, goleak.IgnoreCurrent())
 	parent := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
