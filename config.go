@@ -74,6 +74,11 @@ type Config struct {
 	// (docs/operations.md, "Changing the gossip key"); this node encrypts
 	// with GossipKey only.
 	GossipAcceptKeys [][]byte
+	// GossipPlaintext is what this node does with unencrypted gossip, for
+	// turning encryption on or off across a running cluster
+	// (docs/operations.md, "Turning gossip encryption on or off"); the
+	// zero value refuses it. Other values need GossipKey.
+	GossipPlaintext transport.Plaintext
 
 	// GossipTimings tunes failure detection; the zero value is memberlist's
 	// LAN defaults (transport.LocalTimings). Its PushPullInterval is held
@@ -296,6 +301,11 @@ func (c Config) Validate() error {
 	}
 	if len(c.GossipAcceptKeys) > 0 && len(c.GossipKey) == 0 {
 		bad("GossipAcceptKeys need a GossipKey: a node without one neither encrypts nor decrypts gossip")
+	}
+	if c.GossipPlaintext > transport.PlaintextSent {
+		bad("GossipPlaintext (%d) is not one of refuse, accept or send", c.GossipPlaintext)
+	} else if c.GossipPlaintext != transport.PlaintextRefused && len(c.GossipKey) == 0 {
+		bad("GossipPlaintext %s needs a GossipKey: without one, gossip is plaintext already", c.GossipPlaintext)
 	}
 	if c.KeyRing != nil && c.KeyRingFile != "" {
 		bad("KeyRing and KeyRingFile (%q) are both set", c.KeyRingFile)

@@ -40,6 +40,8 @@ func TestValidate(t *testing.T) {
 		"addresses":        {func(c *Config) { c.GRPCAddr, c.GossipAddr, c.Join = "nope", "", []string{"x"} }, []string{"GRPCAddr (\"nope\") is not host:port", "GossipAddr is empty", "Join (\"x\") is not host:port"}},
 		"gossip key":       {func(c *Config) { c.GossipKey = []byte("short") }, []string{"GossipKey (5 bytes) must be 16, 24 or 32 bytes"}},
 		"accept keys":      {func(c *Config) { c.GossipAcceptKeys = [][]byte{[]byte("short")} }, []string{"GossipAcceptKeys[0] (5 bytes) must be 16, 24 or 32 bytes", "GossipAcceptKeys need a GossipKey"}},
+		"plaintext no key": {func(c *Config) { c.GossipPlaintext = transport.PlaintextSent }, []string{"GossipPlaintext send needs a GossipKey"}},
+		"plaintext range":  {func(c *Config) { c.GossipPlaintext = 7 }, []string{"GossipPlaintext (7) is not one of refuse, accept or send"}},
 		"key ring twice":   {func(c *Config) { c.KeyRing = testKeyRing(t); c.KeyRingFile = "k.json" }, []string{"KeyRing and KeyRingFile (\"k.json\") are both set"}},
 		"caps":             {func(c *Config) { c.MaxDelegations = -1 }, []string{"MaxDelegations (-1) must not be negative"}},
 		"grant operation":  {func(c *Config) { c.GrantOperation = "" }, []string{"GrantOperation (\"\") must be 1 to 256 bytes"}},

@@ -340,6 +340,7 @@ func (n *Node) startMembership() error {
 		BindPort:   port,
 		SecretKey:  n.cfg.GossipKey,
 		AcceptKeys: n.cfg.GossipAcceptKeys,
+		Plaintext:  n.cfg.GossipPlaintext,
 		Timings:    n.cfg.gossipTimings(),
 		Logger:     n.cfg.logger("memberlist"),
 	}

@@ -64,7 +64,9 @@
 // store ID): a node that returns with another store ID reads as the old
 // member down and a new one joined (hazard H21 in docs/design.md). It detects failures; it never
 // decides membership, which epochs agree on. Gossip is encrypted with
-// SecretKey, and AcceptKeys are also taken from others while a key changes.
+// SecretKey, and AcceptKeys are also taken from others while a key changes;
+// Plaintext's two middle steps let encryption be turned on or off the same
+// way.
 // memberlist runs with its LAN retransmit multiplier, so the node a joiner
 // reaches tells every other member of a small cluster in one round (H29).
 package transport

@@ -75,6 +75,9 @@ type MembershipConfig struct {
 	// encrypted with (a key change under way); this node encrypts with
 	// SecretKey only. They need SecretKey.
 	AcceptKeys [][]byte
+	// Plaintext says what a node with SecretKey does with unencrypted
+	// gossip; anything but PlaintextRefused needs SecretKey.
+	Plaintext Plaintext
 	// Timings defaults to LocalTimings.
 	Timings Timings
 	// DeadRetention is how long a dead member stays in Members (so a caller
@@ -256,6 +259,14 @@ func NewMembership(cfg MembershipConfig) (*Membership, error) {
 	} else if len(cfg.AcceptKeys) > 0 {
 		return nil, fmt.Errorf("%w: AcceptKeys without SecretKey", ErrBadConfig)
 	}
+	switch {
+	case cfg.Plaintext > PlaintextSent:
+		return nil, fmt.Errorf("%w: Plaintext %d", ErrBadConfig, cfg.Plaintext)
+	case cfg.Plaintext != PlaintextRefused && len(cfg.SecretKey) == 0:
+		return nil, fmt.Errorf("%w: Plaintext %s without SecretKey", ErrBadConfig, cfg.Plaintext)
+	}
+	mc.GossipVerifyIncoming = cfg.Plaintext == PlaintextRefused
+	mc.GossipVerifyOutgoing = cfg.Plaintext != PlaintextSent
 	mc.Logger = newMemberlistLogger(m.log, m.suspected, m.closed.Load)
 	d := &mlDelegate{m: m, meta: metaBytes}
 	mc.Delegate, mc.Events, mc.Alive, mc.Ping, mc.Conflict = d, d, d, d, d

@@ -198,6 +198,90 @@ func TestMembershipAcceptKeys(t *testing.T) {
 	require.ErrorIs(t, err, ErrBadConfig, "accepted keys without a key of its own")
 }
 
+// Turning gossip encryption on (or off) goes no key, send, accept, refuse
+// (or back), one rolling restart per step: each step's nodes stay members
+// with the steps beside them, and two steps apart they cannot join.
+func TestMembershipPlaintextSteps(t *testing.T) {
+	const none = Plaintext(255) // no key at all
+	key := []byte("0123456789abcdef")
+	for _, tc := range []struct {
+		joiner, seed Plaintext
+		ok           bool
+	}{
+		{none, none, true},
+		{none, PlaintextSent, true},
+		{PlaintextSent, none, true},
+		{PlaintextSent, PlaintextAccepted, true},
+		{PlaintextAccepted, PlaintextSent, true},
+		{PlaintextAccepted, PlaintextRefused, true},
+		{PlaintextRefused, PlaintextAccepted, true},
+		{none, PlaintextAccepted, false},
+		{PlaintextAccepted, none, false},
+		{PlaintextSent, PlaintextRefused, false},
+		{PlaintextRefused, PlaintextSent, false},
+		{none, PlaintextRefused, false},
+	} {
+		name := func(p Plaintext) string {
+			if p == none {
+				return "none"
+			}
+			return p.String()
+		}
+		t.Run(name(tc.joiner)+"_joins_"+name(tc.seed), func(t *testing.T) {
+			t.Parallel()
+			start := func(id msg.NodeID, p Plaintext, seeds ...string) (*Membership, error) {
+				cfg := memberConfig(id, 1, seeds...)
+				if p != none {
+					cfg.SecretKey, cfg.Plaintext = key, p
+				}
+				return NewMembership(cfg)
+			}
+			seed, err := start("seed", tc.seed)
+			require.NoError(t, err)
+			defer seed.Close()
+			joiner, err := start("joiner", tc.joiner, seed.Addr())
+			if !tc.ok {
+				require.ErrorIs(t, err, ErrJoin)
+				return
+			}
+			require.NoError(t, err)
+			defer joiner.Close()
+			for _, m := range []*Membership{seed, joiner} {
+				require.Eventually(t, func() bool { return len(alive(m)) == 2 }, 10*time.Second, 10*time.Millisecond)
+			}
+			// Probes go both ways over UDP: a direction that cannot be
+			// read would have the peer suspected and dead in about a
+			// second with FastTimings.
+			time.Sleep(1500 * time.Millisecond)
+			for _, m := range []*Membership{seed, joiner} {
+				for _, p := range m.Members() {
+					require.Equal(t, PeerAlive, p.State, "%s in %s's view", p.Meta.NodeID, m.local.NodeID)
+				}
+			}
+		})
+	}
+}
+
+func TestPlaintextConfig(t *testing.T) {
+	for _, name := range []string{"refuse", "accept", "send"} {
+		p, err := ParsePlaintext(name)
+		require.NoError(t, err)
+		require.Equal(t, name, p.String())
+	}
+	_, err := ParsePlaintext("off")
+	require.ErrorIs(t, err, ErrBadConfig)
+	for _, p := range []Plaintext{PlaintextAccepted, PlaintextSent} {
+		cfg := memberConfig("a", 1)
+		cfg.Plaintext = p
+		_, err := NewMembership(cfg)
+		require.ErrorIs(t, err, ErrBadConfig, "%s without a key", p)
+	}
+	cfg := memberConfig("a", 1)
+	cfg.SecretKey, cfg.Plaintext = []byte("0123456789abcdef"), PlaintextSent+1
+	_, err = NewMembership(cfg)
+	require.ErrorIs(t, err, ErrBadConfig)
+}
+
 // A graceful leave is reported down at once, without waiting for probes.
 func TestMembershipLeave(t *testing.T) {
 	a, aev, err := startMember(t, "a", 1, 0, nil)

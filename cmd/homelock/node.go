@@ -123,6 +123,7 @@ Flags:
 	tlsKey := fs.String("tls-key", "", "PEM key for --tls-cert")
 	tlsCA := fs.String("tls-ca", "", "PEM CA that verifies peers (with --tls-cert: mutual TLS)")
 	gossipKey := fs.String("gossip-key", "", "gossip encryption key: 16, 24 or 32 bytes (or 48 or 64 hex digits)")
+	gossipPlaintext := fs.String("gossip-plaintext", "refuse", "what a node with --gossip-key does with unencrypted gossip: refuse, accept (still encrypts), or send (sends it, takes either); the two last are steps for turning encryption on or off across a running cluster (docs/operations.md)")
 	gossipAccept := fs.String("gossip-accept-keys", "", "further gossip keys, comma-separated, that other nodes may encrypt with while the key changes (docs/operations.md); needs --gossip-key")
 	keyRing := fs.String("key-ring", "", "key ring file that signs grants (see fence.ParseKeyRing)")
 	epochLease := fs.Duration("epoch-lease", d.EpochLease, "epoch liveness per renewal round")
@@ -198,6 +199,10 @@ Flags:
 			}
 			cfg.GossipAcceptKeys = append(cfg.GossipAcceptKeys, key)
 		}
+	}
+	if cfg.GossipPlaintext, err = transport.ParsePlaintext(*gossipPlaintext); err != nil {
+		fail("bad --gossip-plaintext", fmt.Errorf("--gossip-plaintext: %w", err))
+		return 2
 	}
 	if *tlsCert != "" || *tlsKey != "" || *tlsCA != "" {
 		cfg.TLS = &transport.TLSFiles{CertFile: *tlsCert, KeyFile: *tlsKey, CAFile: *tlsCA}

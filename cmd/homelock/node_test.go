@@ -437,6 +437,10 @@ func TestNodeNamesMissingFlags(t *testing.T) {
 		{[]string{"--id", "n1", "--data-dir", t.TempDir(), "--bootstrap"}, "homelock node: --bootstrap needs --initial"},
 		{[]string{"--id", "n1", "--data-dir", t.TempDir(), "--gossip-key", "0123456789abcdef", "--gossip-accept-keys", "fedcba9876543210,short"},
 			"--gossip-accept-keys: want 16, 24 or 32 bytes (or 48 or 64 hex digits), got 5 characters"},
+		{[]string{"--id", "n1", "--data-dir", t.TempDir(), "--gossip-key", "0123456789abcdef", "--gossip-plaintext", "off"},
+			`--gossip-plaintext: transport: invalid config: plaintext mode "off": want refuse, accept or send`},
+		{[]string{"--id", "n1", "--data-dir", t.TempDir(), "--gossip-plaintext", "send"},
+			"GossipPlaintext send needs a GossipKey"},
 	} {
 		var stdout, stderr lockedBuffer
 		require.Equal(t, 2, serveNode(context.Background(), tc.args, &stdout, &stderr), stderr.String())
