@@ -344,6 +344,10 @@ func (n *Node) startMembership() error {
 		Timings:    n.cfg.gossipTimings(),
 		Logger:     n.cfg.logger("memberlist"),
 	}
+	if n.cfg.GossipPlaintext != transport.PlaintextRefused {
+		n.log.Warn("gossip takes plaintext: a step for turning encryption on or off, not a place to stay (docs/operations.md)",
+			"gossip_plaintext", n.cfg.GossipPlaintext.String())
+	}
 	if n.cfg.GossipAdvertise != "" {
 		if mc.AdvertiseAddr, mc.AdvertisePort, err = splitPort(n.cfg.GossipAdvertise); err != nil {
 			return fmt.Errorf("%w: GossipAdvertise: %v", ErrInvalidConfig, err)

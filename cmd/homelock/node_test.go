@@ -209,6 +209,24 @@ func TestNodeLogKeysOnce(t *testing.T) {
 	}
 }
 
+// A node left on a step of turning gossip encryption on or off says so: it
+// takes plaintext gossip from anyone who can reach its port.
+func TestNodeWarnsOfPlaintextGossip(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a node (-short)")
+	}
+	const warning = "gossip takes plaintext"
+	for mode, warns := range map[string]bool{"refuse": false, "accept": true, "send": true} {
+		t.Run(mode, func(t *testing.T) {
+			var n *runningNode
+			t.Run("node", func(t *testing.T) {
+				n = startNode(t, "--gossip-key", "0123456789abcdef", "--gossip-plaintext", mode)
+			})
+			require.Equal(t, warns, strings.Contains(n.stderr.String(), warning), n.stderr.String())
+		})
+	}
+}
+
 // Non-loopback client API addresses without TLS or authentication are
 // warned about; loopback ones are not.
 func TestAPIServerWarnings(t *testing.T) {
