@@ -395,6 +395,19 @@ func (c *Config) logger(component string) *slog.Logger {
 	return l.With("component", component, "node", c.NodeID)
 }
 
+// gossipEncryption is Status.Gossip.
+func (c Config) gossipEncryption() string {
+	switch {
+	case len(c.GossipKey) == 0:
+		return "off"
+	case c.GossipPlaintext == transport.PlaintextAccepted:
+		return "on, plaintext accepted (a step of turning it on or off)"
+	case c.GossipPlaintext == transport.PlaintextSent:
+		return "plaintext sent, encrypted accepted (a step of turning it on or off)"
+	}
+	return "on"
+}
+
 // gossipTimings are the timings memberlist runs with: GossipTimings, or
 // the LAN defaults, with a push/pull at least twice per DownAfter (0, which
 // memberlist reads as never, included).

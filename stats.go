@@ -104,6 +104,10 @@ type Status struct {
 	// "bootstrapping: waiting for n2, n3 in gossip", "joining: asked n1",
 	// "restart gate: 4.1s left before asking to join", "refused: ...".
 	Phase string
+	// Gossip says whether this node encrypts its gossip and what it takes:
+	// "off", "on", or one of the steps of turning encryption on or off
+	// (docs/operations.md), to check each node's before the next restart.
+	Gossip string
 }
 
 // MemberStatus is one member of the epoch.
@@ -130,7 +134,8 @@ type heardFrom interface {
 
 // Status reports the node's view of the cluster.
 func (n *Node) Status() Status {
-	st := Status{NodeID: n.cfg.NodeID, StoreID: n.self.Store, Incarnation: n.inc, ProtocolVersion: n.self.Version}
+	st := Status{NodeID: n.cfg.NodeID, StoreID: n.self.Store, Incarnation: n.inc, ProtocolVersion: n.self.Version,
+		Gossip: n.cfg.gossipEncryption()}
 	live := make(map[msg.Member]string)
 	if n.ml != nil {
 		for _, p := range n.ml.Members() {

@@ -30,6 +30,8 @@ type StatusReport struct {
 	// Phase says where the node stands in its membership: "member", or
 	// what it waits for ("bootstrapping: waiting for n2, n3 in gossip").
 	Phase string `json:"phase"`
+	// GossipEncryption is "off", "on", or a step of turning it on or off.
+	GossipEncryption string `json:"gossip_encryption"`
 }
 
 // MemberReport is homelock.MemberStatus.
@@ -90,7 +92,8 @@ func NewReport(st homelock.Status, s homelock.Stats) Report {
 		Status: StatusReport{
 			NodeID: st.NodeID, StoreID: msg.FormatStore(st.StoreID), Incarnation: st.Incarnation,
 			ProtocolVersion: st.ProtocolVersion, Epoch: st.Epoch, LiveForMS: st.LiveFor.Milliseconds(),
-			Available: st.Available, Reason: st.Reason, Phase: st.Phase, Members: make([]MemberReport, 0, len(st.Members)),
+			Available: st.Available, Reason: st.Reason, Phase: st.Phase, GossipEncryption: st.Gossip,
+			Members: make([]MemberReport, 0, len(st.Members)),
 		},
 		Stats: StatsReport{
 			HeldDelegations: s.Held, PendingAcquires: s.Pending, DeferredLockers: s.Deferred,

@@ -209,20 +209,33 @@ func TestNodeLogKeysOnce(t *testing.T) {
 	}
 }
 
-// A node left on a step of turning gossip encryption on or off says so: it
-// takes plaintext gossip from anyone who can reach its port.
-func TestNodeWarnsOfPlaintextGossip(t *testing.T) {
+// A node left on a step of turning gossip encryption on or off says so in
+// its log (it takes plaintext gossip from anyone who can reach its port),
+// and homelock status says which step each node is on.
+func TestNodeGossipEncryptionShown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a node (-short)")
 	}
 	const warning = "gossip takes plaintext"
-	for mode, warns := range map[string]bool{"refuse": false, "accept": true, "send": true} {
-		t.Run(mode, func(t *testing.T) {
+	for _, tc := range []struct {
+		flags  []string
+		warns  bool
+		status string
+	}{
+		{nil, false, "gossip encryption: off\n"},
+		{[]string{"--gossip-key", "0123456789abcdef"}, false, "gossip encryption: on\n"},
+		{[]string{"--gossip-key", "0123456789abcdef", "--gossip-plaintext", "accept"}, true, "gossip encryption: on, plaintext accepted"},
+		{[]string{"--gossip-key", "0123456789abcdef", "--gossip-plaintext", "send"}, true, "gossip encryption: plaintext sent, encrypted accepted"},
+	} {
+		t.Run(strings.Join(tc.flags, " "), func(t *testing.T) {
 			var n *runningNode
+			var stdout, stderr lockedBuffer
 			t.Run("node", func(t *testing.T) {
-				n = startNode(t, "--gossip-key", "0123456789abcdef", "--gossip-plaintext", mode)
+				n = startNode(t, tc.flags...)
+				require.Equal(t, 0, runStatus([]string{"--node", n.api}, &stdout, &stderr), stderr.String())
 			})
-			require.Equal(t, warns, strings.Contains(n.stderr.String(), warning), n.stderr.String())
+			require.Equal(t, tc.warns, strings.Contains(n.stderr.String(), warning), n.stderr.String())
+			require.Contains(t, stdout.String(), tc.status)
 		})
 	}
 }

@@ -121,6 +121,9 @@ func printReport(w io.Writer, r clientapi.Report) {
 	if s.Phase != "" && s.Phase != "member" {
 		fmt.Fprintf(w, "membership: %s\n", s.Phase)
 	}
+	if s.GossipEncryption != "" {
+		fmt.Fprintf(w, "gossip encryption: %s\n", s.GossipEncryption)
+	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEMBER\tSTORE\tADDRESS\tVERSION\tLIVENESS\tHEARD\t")
