@@ -47,7 +47,10 @@
 // other than the one this node's own stream reached, the sender drops that
 // stream and its connection before it writes again, so an answer to a
 // restarted peer goes to the new process, not into the old connection
-// (restart.go).
+// (restart.go). The same boot IDs say whether a peer's advertised address
+// reaches the peer itself (Reached, the Reacher capability): the boot that
+// address answered with must be the one on the stream the peer has open to
+// this node. Members let a joiner in only then (H28 in docs/design.md).
 // TLS is optional; with a client certificate configured it is mutual.
 //
 // # In-memory

@@ -48,6 +48,11 @@ type GRPC struct {
 	// after its streams end (HeardFrom). The map is under sendersMu; each
 	// sender's streams store into its entry.
 	heard map[msg.NodeID]*atomic.Int64
+	// senderBoots holds, for each sender in senders, the boot of the
+	// process whose stream holds its slot (0: one of an earlier release).
+	// Reached reads it without sendersMu, which a delivery can hold up
+	// while the driver, holding its own lock, asks.
+	senderBoots sync.Map // msg.NodeID → uint64
 
 	wg       sync.WaitGroup // peer goroutines
 	serveErr chan error
@@ -60,6 +65,7 @@ type GRPC struct {
 var (
 	_ Transport = (*GRPC)(nil)
 	_ Batcher   = (*GRPC)(nil)
+	_ Reacher   = (*GRPC)(nil)
 )
 
 // NewGRPC starts the server on cfg.ListenAddr and returns the transport; h

@@ -290,11 +290,11 @@ func TestGRPCHeardFrom(t *testing.T) {
 func TestGRPCHeardIsBounded(t *testing.T) {
 	b := newGRPCNode(t, "b", nil)
 	defer closeAll(t, b.t)
-	open, gen := b.t.claimSlot("talking")
+	open, gen := b.t.claimSlot("talking", 0)
 	open.heard.Store(1) // heard from longest ago, but its stream is open
 	for i := range maxHeard + 10 {
 		from := msg.NodeID(fmt.Sprintf("n%d", i))
-		slot, gen := b.t.claimSlot(from)
+		slot, gen := b.t.claimSlot(from, 0)
 		slot.heard.Store(int64(100 + i))
 		b.t.releaseSlot(from, slot, gen)
 	}

@@ -64,6 +64,9 @@ type peer struct {
 	// to this node (0: none since the sender last acted on it): a stream
 	// to another boot of it is to a process that is gone (restart.go).
 	heard atomic.Uint64
+	// answer is the boot that the process at addr named in the header of
+	// this peer's latest stream (0: no header named one yet), for Reached.
+	answer atomic.Uint64
 }
 
 func newPeer(g *GRPC, to msg.Member) (*peer, error) {
@@ -262,7 +265,11 @@ func (p *peer) open() (*stream, error) {
 		// The receiver's header names its process; one of an earlier
 		// release sends none, and Header returns when the stream ends.
 		if md, err := s.Header(); err == nil {
-			st.remote.Store(parseBoot(md.Get(bootMetadataKey)))
+			b := parseBoot(md.Get(bootMetadataKey))
+			st.remote.Store(b)
+			if b != 0 {
+				p.answer.Store(b)
+			}
 		}
 		// The receiver never answers before the stream ends, so RecvMsg
 		// returns exactly when the stream is over, for whatever reason.

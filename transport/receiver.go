@@ -51,7 +51,7 @@ func (r *receiver) Stream(s grpc.ClientStreamingServer[pb.Batch, pb.StreamSummar
 	if err := s.SendHeader(metadata.Pairs(bootMetadataKey, formatBoot(g.boot))); err != nil {
 		return err
 	}
-	slot, gen := g.claimSlot(from)
+	slot, gen := g.claimSlot(from, boot)
 	defer g.releaseSlot(from, slot, gen)
 
 	var frame inFrame
@@ -112,7 +112,7 @@ func (g *GRPC) HeardFrom() map[msg.NodeID]time.Time {
 	return heard
 }
 
-func (g *GRPC) claimSlot(from msg.NodeID) (*senderSlot, uint64) {
+func (g *GRPC) claimSlot(from msg.NodeID, boot uint64) (*senderSlot, uint64) {
 	g.sendersMu.Lock()
 	slot, ok := g.senders[from]
 	if !ok {
@@ -136,6 +136,7 @@ func (g *GRPC) claimSlot(from msg.NodeID) (*senderSlot, uint64) {
 	slot.gen++
 	gen := slot.gen
 	slot.mu.Unlock()
+	g.senderBoots.Store(from, boot)
 	g.sendersMu.Unlock()
 	return slot, gen
 }
@@ -176,5 +177,6 @@ func (g *GRPC) releaseSlot(from msg.NodeID, slot *senderSlot, gen uint64) {
 	slot.mu.Unlock()
 	if current && g.senders[from] == slot {
 		delete(g.senders, from)
+		g.senderBoots.Delete(from)
 	}
 }

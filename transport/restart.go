@@ -70,6 +70,24 @@ func (g *GRPC) heardFrom(from msg.NodeID, boot uint64) {
 	}
 }
 
+// Reached implements Reacher. The boot that to.Addr answered this node's
+// latest stream with must be the boot of the process whose stream to this
+// node as to.ID is open now: an address that accepts no stream (a typo)
+// answers nothing, and one that reaches another process (another node's
+// 127.0.0.1) answers with that process's boot. A process of a release
+// before boots (2026-12-05) names none, so it is never shown reached.
+func (g *GRPC) Reached(to msg.Member) bool {
+	v, ok := g.senderBoots.Load(to.ID)
+	if !ok {
+		return false
+	}
+	heard := v.(uint64)
+	g.mu.RLock()
+	p := g.peers[to.ID]
+	g.mu.RUnlock()
+	return p != nil && p.addr == to.Addr && heard != 0 && p.answer.Load() == heard
+}
+
 // leaveGoneProcess reports whether st reached a process of the peer other
 // than the one last heard from (0, unknown, on either side is no), and if
 // so forgets that hearing: the sender then redials once, not before every

@@ -213,3 +213,64 @@ func FuzzParseBoot(f *testing.F) {
 		}
 	})
 }
+
+// Reached (H28): an address shows it reaches a node only when a stream of
+// this node's to it is answered by the process that has a stream open to
+// this node under that node's ID. Nothing sent yet, an address where
+// nothing answers, another node's address, and a node that restarted since
+// its address last answered all read false.
+func TestGRPCReached(t *testing.T) {
+	a, b, c := newGRPCNode(t, "a", nil), newGRPCNode(t, "b", nil), newGRPCNode(t, "c", nil)
+	defer closeAll(t, a.t, c.t)
+	reachedSoon := func(to msg.Member) bool {
+		deadline := time.Now().Add(time.Second)
+		for time.Now().Before(deadline) {
+			if a.t.Reached(to) {
+				return true
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return false
+	}
+
+	require.NoError(t, b.t.Send(a.self, numbered(b.self, "a", 0)))
+	a.in.waitLen(t, 1, 5*time.Second)
+	require.False(t, reachedSoon(b.self), "a has sent b nothing: its address is not shown")
+
+	atC := b.self
+	atC.Addr = c.self.Addr // b advertising c's address: c answers
+	require.NoError(t, a.t.Send(atC, numbered(a.self, "b", 0)))
+	c.in.waitLen(t, 1, 5*time.Second)
+	require.False(t, reachedSoon(atC), "c's boot answered for b")
+
+	deaf := b.self
+	deaf.Addr = deafListener(t)
+	require.NoError(t, a.t.Send(deaf, numbered(a.self, "b", 1)))
+	require.False(t, reachedSoon(deaf), "an address where nothing answers")
+
+	require.NoError(t, a.t.Send(b.self, numbered(a.self, "b", 2)))
+	b.in.waitLen(t, 1, 5*time.Second)
+	require.True(t, reachedSoon(b.self), "b answered at its address")
+	require.False(t, a.t.Reached(atC), "only the address a sends to now")
+
+	// b restarts at another port; its old address is no longer shown, and
+	// its new one is once a has sent to it.
+	require.NoError(t, b.t.Close())
+	b2 := newGRPCNode(t, "b", nil)
+	defer closeAll(t, b2.t)
+	require.NoError(t, b2.t.Send(a.self, numbered(b2.self, "a", 1)))
+	a.in.waitLen(t, 2, 5*time.Second)
+	require.False(t, reachedSoon(b.self), "the old process's address, after the new one spoke")
+	require.NoError(t, a.t.Send(b2.self, numbered(a.self, "b", 3)))
+	b2.in.waitLen(t, 1, 5*time.Second)
+	require.True(t, reachedSoon(b2.self), "the restarted b at its new address")
+}
+
+// deafListener is a loopback address that accepts connections into its
+// backlog and never answers, bound until the test ends.
+func deafListener(t *testing.T) string {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = lis.Close() })
+	return lis.Addr().String()
+}

@@ -47,6 +47,22 @@ type Batcher interface {
 	SendBatch(to msg.Member, envs []msg.Envelope) error
 }
 
+// Reacher is the optional capability of a Transport to say whether a
+// member's advertised address reaches the very process that sends as that
+// member. A node that advertises an address where it cannot be reached (a
+// typo, 127.0.0.1 on several hosts) would otherwise be agreed into the
+// epoch by the Join it sends over its own working connections, and the keys
+// the ring then gives it would answer nobody (H28 in docs/design.md). A
+// transport that routes by node ID alone, as the in-memory one does, need
+// not implement it: every address there reaches its node.
+type Reacher interface {
+	// Reached reports whether to.Addr has answered a connection of this
+	// node's as the process that last connected to this node as to.ID.
+	// It turns true only after something was sent to to (that is what
+	// opens the connection), and may turn false again when to restarts.
+	Reached(to msg.Member) bool
+}
+
 // SendAll sends envs to to through t, as one batch when t is a Batcher.
 func SendAll(t Transport, to msg.Member, envs []msg.Envelope) error {
 	if b, ok := t.(Batcher); ok && len(envs) > 1 {
