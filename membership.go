@@ -105,13 +105,14 @@ func (n *Node) maintain(now time.Time) {
 }
 
 // logUnreached logs, once each, the nodes that keep asking to join though
-// this node answers them with its epoch (core.Node.Unreached): nothing it
-// sends them arrives (mu held).
+// this node answers them with its epoch, or holds their asks because their
+// address never answered (core.Node.Unreached): nothing it sends them
+// arrives (mu held).
 func (n *Node) logUnreached(now time.Time) {
 	u := n.core.Unreached(now)
 	for _, m := range u {
 		if !slices.Contains(n.member.unreached, m) {
-			n.log.Error("a node keeps asking to join though it is answered with the epoch: nothing sent to it arrives, and the keys it is home for answer nobody; is its advertised address right? (docs/operations.md)",
+			n.log.Error("a node keeps asking to join though it is answered with the epoch: nothing sent to it at its advertised address arrives (it is not let in while so, and if it is a member, the keys it is home for answer nobody); is its advertised address right? (docs/operations.md)",
 				"member", m.ID, "store", msg.FormatStore(m.Store), "addr", m.Addr)
 		}
 	}

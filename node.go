@@ -289,6 +289,9 @@ func (n *Node) coreConfig() core.Config {
 	if n.ring != nil {
 		cc.Home.Sign = n.signGrant
 	}
+	if r, ok := n.tr.(transport.Reacher); ok {
+		cc.Reaches = r.Reached
+	}
 	return cc
 }
 

@@ -35,7 +35,10 @@
 // (or, asked to let it in, gossip) gives, and proposes its own new entry
 // when no other member is alive to (H23). A peer in the view that
 // advertises other safety timings than this node's fails cluster locks
-// closed, as mixed protocol versions do (H26).
+// closed, as mixed protocol versions do (H26). A Join that would put an
+// entry into the epoch waits until Config.Reaches says the joiner's
+// advertised address reaches it (H28): the driver asks its transport, and
+// the simulator, whose addresses always reach, sets none.
 //
 // The wall-clock jump rule (H9) is the core's too: on every step the
 // driver reads the wall clock on both sides of the lease clock, and

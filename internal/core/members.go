@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -134,6 +135,11 @@ type members struct {
 	// while this node answers them with its epoch: they have not learned
 	// it, so nothing this node sends them arrives (H28).
 	asking map[msg.Member]askingMember
+	// unproven holds, by node ID, the latest Join that would change the
+	// epoch from a node whose address has not yet been shown to reach it
+	// (Config.Reaches), and when it came; Maintain hands it to the epoch
+	// machine once the address is shown.
+	unproven map[msg.NodeID]heldJoin
 
 	initial       []msg.NodeID // bootstrap: waiting for these in gossip
 	bootstrapping bool
@@ -382,6 +388,9 @@ func (n *Node) JoinDelay(now time.Time) time.Duration {
 // rejoins. The driver calls it every RetryInterval or so, after Gossip.
 func (n *Node) Maintain(now time.Time) Ready {
 	n.maintainBootstrap(now)
+	if n.cfg.Reaches != nil {
+		n.retryUnproven(now)
+	}
 	n.retryJoin(now)
 	n.retryLeave(now)
 	n.detectDown(now)
@@ -758,6 +767,56 @@ func (n *Node) Lockable(now time.Time) (bool, string) {
 	return true, ""
 }
 
+// heldJoin is a Join that waits for its sender's address to be shown.
+type heldJoin struct {
+	env msg.Envelope
+	at  time.Time
+}
+
+// unprovenJoin reports whether env is a Join the learned epoch does not
+// already answer (it would add the sender or change its entry) from
+// another node whose advertised address has not been shown to reach it.
+func (n *Node) unprovenJoin(env msg.Envelope) bool {
+	j, ok := env.Body.(msg.Join)
+	if !ok || n.cfg.Reaches == nil || j.Member.ID == n.cfg.Self.ID {
+		return false
+	}
+	return !n.ep.AnswersJoin(env.Epoch, j.Member) && !n.cfg.Reaches(j.Member)
+}
+
+// holdJoin keeps an unproven Join and sends its sender the learned epoch:
+// a message to its advertised address is what shows that address (the
+// transport opens its connection then), and the epoch is what a joiner
+// reached there needs anyway.
+func (n *Node) holdJoin(now time.Time, env msg.Envelope) {
+	if n.mem.unproven == nil {
+		n.mem.unproven = make(map[msg.NodeID]heldJoin)
+	}
+	n.mem.unproven[env.From.ID] = heldJoin{env: env, at: now}
+	if cur, _, ok := n.ep.Current(); ok && cur.Epoch.Number > 0 {
+		n.nudge(now, env.From.ID, msg.Learn{Epoch: cur.Epoch, Cert: cur.Cert})
+	}
+}
+
+// retryUnproven hands the held Joins whose senders' addresses are now shown
+// to the epoch machine, as if they arrived now, and forgets those older
+// than JoinEvery: their senders ask again, and held ones would only grow.
+func (n *Node) retryUnproven(now time.Time) {
+	for _, id := range slices.Sorted(maps.Keys(n.mem.unproven)) {
+		h := n.mem.unproven[id]
+		j := h.env.Body.(msg.Join)
+		switch {
+		case n.cfg.Reaches(j.Member):
+			delete(n.mem.unproven, id)
+			n.observe(h.env, false)
+			n.absorbEpoch(now, n.ep.Step(now, h.env))
+			n.home.SetLiveness(now, n.ep.LiveUntil())
+		case now.Sub(h.at) > n.mem.cfg.JoinEvery:
+			delete(n.mem.unproven, id)
+		}
+	}
+}
+
 // askingMember is one node's asks to join that this node answered with its
 // epoch (AnswersJoin), and the entry the last one named.
 type askingMember struct {
@@ -786,14 +845,15 @@ func (n *Node) unanswered(now time.Time) string {
 // learned epoch answers: from a member the epoch holds as it asks, or from
 // one removed since it sent it, which has to learn the epoch before it may
 // ask again (a new member is removed so when gossip shows it to some node
-// later than DownAfter).
-func (n *Node) heardFrom(now time.Time, env msg.Envelope) {
+// later than DownAfter); or an unproven Join, held while its sender's
+// address has not answered.
+func (n *Node) heardFrom(now time.Time, env msg.Envelope, unproven bool) {
 	if env.From.ID == n.cfg.Self.ID {
 		return
 	}
 	n.mem.lastHeard = now
 	j, ok := env.Body.(msg.Join)
-	if !ok || !n.ep.AnswersJoin(env.Epoch, j.Member) {
+	if !ok || !unproven && !n.ep.AnswersJoin(env.Epoch, j.Member) {
 		return
 	}
 	if n.mem.asking == nil {

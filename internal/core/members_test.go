@@ -576,3 +576,76 @@ func TestUnreachedJoiner(t *testing.T) {
 		t.Fatalf("answered: phase %q", d)
 	}
 }
+
+// H28: a Join that would put a node into the epoch waits until its
+// advertised address has been shown to reach it (Config.Reaches). Until
+// then no epoch is proposed, the joiner is sent the epoch (which is what
+// shows its address), and the held ask counts toward Unreached. A Join the
+// epoch already answers is not held, an address shown later lets the held
+// Join through at the next Maintain, and a held Join older than JoinEvery
+// is forgotten (the joiner asks again).
+func TestUnprovenJoinWaits(t *testing.T) {
+	m4 := msg.Member{ID: "n4", Store: 44, Addr: "g4", Version: 1}
+	setup := func() (*Node, map[msg.NodeID]bool) {
+		n := memberNode(m1, time.Time{}, m1, m2, m3)
+		shown := map[msg.NodeID]bool{}
+		n.cfg.Reaches = func(m msg.Member) bool {
+			if m.ID != m4.ID {
+				t.Fatalf("Reaches asked about %s, whose Join the epoch answers", m.ID)
+			}
+			return shown[m.ID]
+		}
+		return n, shown
+	}
+	join := func(n *Node, at time.Duration, who msg.Member) Ready {
+		return n.Receive(hBase.Add(at), msg.Envelope{From: who, FromInc: 1, To: m1.ID, Epoch: 0, Body: msg.Join{Member: who}})
+	}
+	learnTo := func(rd Ready, id msg.NodeID) bool {
+		return slices.ContainsFunc(rd.Msgs, func(o Outgoing) bool { return o.To.ID == id && o.Env.Body.Kind() == msg.KindLearn })
+	}
+
+	n, shown := setup()
+	rd := join(n, 0, m4)
+	if hasKind(rd, msg.KindPrepare) || !learnTo(rd, "n4") {
+		t.Fatalf("an unproven Join: want the epoch sent to n4 and nothing proposed, got %v", rd.Msgs)
+	}
+	if hasKind(join(n, 0, m3), msg.KindPrepare) {
+		t.Fatal("a member's Join proposed an epoch")
+	}
+	if rd := n.Maintain(hBase.Add(100 * time.Millisecond)); hasKind(rd, msg.KindPrepare) {
+		t.Fatal("proposed while n4's address is not shown")
+	}
+	shown["n4"] = true
+	if rd := n.Maintain(hBase.Add(200 * time.Millisecond)); !hasKind(rd, msg.KindPrepare) {
+		t.Fatalf("n4's address shown: the held Join was not proposed: %v", rd.Msgs)
+	}
+
+	// Shown after the held Join is older than JoinEvery: forgotten, and
+	// only the joiner's next ask goes through.
+	n, shown = setup()
+	join(n, 0, m4)
+	n.Maintain(hBase.Add(mJoinEvery + time.Millisecond))
+	shown["n4"] = true
+	if rd := n.Maintain(hBase.Add(mJoinEvery + 2*time.Millisecond)); hasKind(rd, msg.KindPrepare) {
+		t.Fatal("a held Join older than JoinEvery was proposed")
+	}
+	if rd := join(n, mJoinEvery+3*time.Millisecond, m4); !hasKind(rd, msg.KindPrepare) {
+		t.Fatalf("a Join from a shown address was not proposed: %v", rd.Msgs)
+	}
+
+	// Never shown: asks held for unansweredAfter make n4 unreached, and no
+	// epoch is ever proposed.
+	n, _ = setup()
+	for at := time.Duration(0); at <= 12*time.Second; at += mJoinEvery {
+		if rd := join(n, at, m4); hasKind(rd, msg.KindPrepare) {
+			t.Fatalf("proposed at %v", at)
+		}
+		if rd := n.Maintain(hBase.Add(at + 100*time.Millisecond)); hasKind(rd, msg.KindPrepare) {
+			t.Fatalf("proposed at %v", at)
+		}
+		got := n.Unreached(hBase.Add(at))
+		if want := at >= unansweredAfter; (len(got) == 1 && got[0] == m4) != want || len(got) > 1 {
+			t.Fatalf("after %v of held asks: unreached %v, want n4: %v", at, got, want)
+		}
+	}
+}

@@ -26,6 +26,16 @@ type Config struct {
 	// every message it acts on, in order: a simulator re-derives the
 	// protocol's truth from them instead of trusting the machines' state.
 	Observe func(env msg.Envelope, sent bool)
+	// Reaches, when set, says whether a node's advertised address has been
+	// shown to reach the process that sends as that node (the driver asks
+	// its transport, transport.Reacher). A Join that would put an entry
+	// into the epoch waits until it does (H28): a node whose address does
+	// not reach it would otherwise be agreed in by the Join it sends over
+	// its own working connections, and every key the ring gives it would
+	// answer nobody. Nil: every address reaches its node, as on the
+	// simulator's network and the in-memory transport, which deliver by
+	// node ID.
+	Reaches func(m msg.Member) bool
 }
 
 // HolderShards is how many shards the holder machine splits its keys into

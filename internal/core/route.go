@@ -22,7 +22,8 @@ func (n *Node) receive(now time.Time, env msg.Envelope) {
 	if env.Body == nil || (env.FromInc < n.minInc[memberKey(env.From)] && !n.cfg.Holder.Mutations.KeepsOldIncReplies()) {
 		return
 	}
-	n.heardFrom(now, env)
+	unproven := n.unprovenJoin(env)
+	n.heardFrom(now, env, unproven)
 	switch b := env.Body.(type) {
 	case msg.Join:
 		if n.duplicateJoin(b.Member) != "" {
@@ -42,6 +43,10 @@ func (n *Node) receive(now time.Time, env msg.Envelope) {
 		}
 	}
 	kind := env.Body.Kind()
+	if unproven {
+		n.holdJoin(now, env) // once the book has its address
+		return
+	}
 	if isEpochKind(kind) {
 		n.observe(env, false)
 		n.absorbEpoch(now, n.ep.Step(now, env))
