@@ -4,7 +4,8 @@
 // address on a private Docker network: one cut off with `docker network
 // disconnect` and brought back, one frozen with `docker pause`, one killed
 // with `docker kill` and started again, two cut from each other only (the
-// host's iptables; skipped without it). They need a Docker engine and run
+// host's iptables; skipped without it), and a fourth host that advertises
+// 127.0.0.1 and must not be let in. They need a Docker engine and run
 // only with the docker build tag:
 //
 //	go test -tags docker ./cluster_test -run TestDocker -v
@@ -37,6 +38,8 @@ type dockerCluster struct {
 	t       *testing.T
 	bin     string // homelock built for this host (lock, status)
 	net     string
+	image   string
+	subnet  int      // the third byte of the network's 172.30.x.0/24
 	ids     []string // node IDs, n1..nN
 	names   []string // container names, n1..nN
 	ips     []string
@@ -93,7 +96,7 @@ func startDockerClusterN(t *testing.T, n int, smallDisks ...int) *dockerCluster 
 	u.add(func() { _ = exec.Command("docker", "rmi", "-f", image).Run() })
 	docker(t, "build", "-q", "--label", dockerLabelArg(), "-t", image, static)
 
-	c := &dockerCluster{t: t, bin: buildHomelock(t, dir), net: "hl-" + suffix, undo: u, disks: make([]string, n)}
+	c := &dockerCluster{t: t, bin: buildHomelock(t, dir), net: "hl-" + suffix, image: image, undo: u, disks: make([]string, n)}
 	for _, i := range smallDisks {
 		// Not under t.TempDir, whose removal comes before the containers'.
 		disk, err := os.MkdirTemp("", fmt.Sprintf("homelock-disk-n%d-", i+1))
@@ -109,6 +112,7 @@ func startDockerClusterN(t *testing.T, n int, smallDisks ...int) *dockerCluster 
 		c.disks[i] = disk
 	}
 	third := 16 + rand.IntN(200)
+	c.subnet = third
 	u.add(func() { _ = exec.Command("docker", "network", "rm", c.net).Run() })
 	docker(t, "network", "create", "--label", dockerLabelArg(), "--subnet", fmt.Sprintf("172.30.%d.0/24", third), c.net)
 	var ids []string
@@ -445,6 +449,62 @@ func TestDockerRollingRestart(t *testing.T) {
 		}
 	}
 	t.Logf("rolling restart of n3 and n2: both locks held through n1 ran to their end (%s, %s)", holds[0].key, holds[1].key)
+}
+
+// A fourth host started the way a single-host recipe runs a node, its
+// transport on 127.0.0.1 (so it advertises 127.0.0.1:7946), joins three
+// nodes on other hosts (H28). Its Joins reach them over its own
+// connections, but 127.0.0.1 on their hosts is not it, so they never let
+// it in: the epoch keeps three members, a key that the ring would give n4
+// among four stays lockable through every member, the members log the node
+// that keeps asking, and n4's own status names the address to check.
+// Before 2026-12-07 it was let in within seconds and its keys answered
+// nobody while it ran.
+func TestDockerJoinerAdvertisingLoopback(t *testing.T) {
+	c := startDockerCluster(t)
+	ip := fmt.Sprintf("172.30.%d.%d", c.subnet, 11+len(c.names))
+	name := strings.TrimSuffix(c.names[0], "n1") + "n4"
+	c.undo.add(func() { _ = exec.Command("docker", "rm", "-f", name).Run() })
+	docker(t, "run", "-d", "--label", dockerLabelArg(), "--name", name, "--network", c.net, "--ip", ip, c.image, "node",
+		"--id", "n4", "--cluster", "docker", "--data-dir", "/data", "--join", c.ips[0]+":7947",
+		"--grpc-addr", "127.0.0.1:7946", "--gossip-addr", ip+":7947", "--api-addr", ip+":7950",
+		"--epoch-lease", "2s", "--max-lease", "800ms", "--down-after", "2s")
+	var n4 clientapi.Report
+	waitFor(t, 60*time.Second, "n4 saying that nobody answers it", func() bool {
+		out, err := exec.Command(c.bin, "status", "--node", ip+":7950", "--json").Output()
+		n4 = clientapi.Report{}
+		return err == nil && json.Unmarshal(out, &n4) == nil &&
+			strings.Contains(n4.Status.Phase, "no answer from any node") && strings.Contains(n4.Status.Phase, "127.0.0.1:7946")
+	})
+	key := keyHomedAmong(len(c.names)+1, "n4", "loopback")
+	for i := range c.names {
+		if got := c.members(i); len(got) != len(c.names) || slices.Contains(got, "n4") {
+			t.Fatalf("%s's epoch has members %v", c.names[i], got)
+		}
+		if _, err := c.lockToken(i, key, 5*time.Second); err != nil {
+			t.Fatalf("lock %s (n4's if it were let in) through %s: %v", key, c.names[i], err)
+		}
+	}
+	// A member logs n4 once it has been asked for 10 s; n4 asks the
+	// members in turn, so each hears it every few seconds.
+	logged := 0
+	waitFor(t, 30*time.Second, "a member logging n4 as a node that keeps asking to join", func() bool {
+		logged = 0
+		for _, n := range c.names {
+			out, _ := exec.Command("docker", "logs", n).CombinedOutput()
+			if bytes.Contains(out, []byte("keeps asking to join")) && bytes.Contains(out, []byte("addr=127.0.0.1:7946")) {
+				logged++
+			}
+		}
+		return logged > 0
+	})
+	for i := range c.names {
+		if got := c.members(i); len(got) != len(c.names) || slices.Contains(got, "n4") {
+			t.Fatalf("%s's epoch has members %v after n4 asked for long", c.names[i], got)
+		}
+	}
+	t.Logf("n4 at 127.0.0.1:7946 kept out; %s locked through every member; %d of %d members logged it; n4: %s",
+		key, logged, len(c.names), n4.Status.Phase)
 }
 
 // A partial partition: n1 and n2 cannot reach each other (iptables drops
