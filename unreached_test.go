@@ -92,3 +92,76 @@ func deafAddr(t *testing.T) string {
 	t.Cleanup(func() { _ = lis.Close() })
 	return lis.Addr().String()
 }
+
+// TestBootstrapWaitsForAnUnreachableInitialMember: n3 of a first start
+// advertises an address where nothing answers. The initial members do not
+// form the first epoch with it (its keys would answer nobody, H28): each
+// waits and names the address, and n3's own Open fails. Started again at
+// its right address, with the same data directory, n3 is answered and the
+// three form the cluster.
+func TestBootstrapWaitsForAnUnreachableInitialMember(t *testing.T) {
+	ids := []string{"n1", "n2", "n3"}
+	ring := testKeyRing(t)
+	cfgs := make([]Config, len(ids))
+	for i, id := range ids {
+		cfgs[i] = testConfig(t, id)
+		cfgs[i].Bootstrap, cfgs[i].InitialMembers, cfgs[i].KeyRing = true, ids, ring
+		if i > 0 {
+			cfgs[i].Join = []string{cfgs[0].GossipAddr}
+		}
+	}
+	bad := cfgs[2]
+	bad.AdvertiseAddr = deafAddr(t)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nodes := make([]*Node, 3)
+	opened := make(chan error, 3)
+	starting := make(chan *Node, 3)
+	for i := range 2 {
+		cfg := cfgs[i]
+		cfg.Started = func(n *Node) { starting <- n }
+		go func() {
+			n, err := Open(ctx, cfg)
+			nodes[i] = n
+			opened <- err
+		}()
+	}
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			if n != nil {
+				_ = n.Close(killed())
+			}
+		}
+	})
+	early := []*Node{<-starting, <-starting}
+
+	badCtx, badCancel := context.WithTimeout(ctx, 4*time.Second)
+	defer badCancel()
+	n3, err := Open(badCtx, bad)
+	if n3 != nil {
+		_ = n3.Close(killed())
+	}
+	require.Error(t, err, "n3 formed a cluster it cannot be reached in")
+	for _, n := range early {
+		phase := n.Status().Phase
+		require.True(t, strings.Contains(phase, "waiting for an answer from n3 at "+bad.AdvertiseAddr), "%s's phase: %q", n.ID(), phase)
+		n.mu.Lock()
+		l, learned := n.core.Current()
+		n.mu.Unlock()
+		require.False(t, learned, "%s learned epoch %d with n3 unreachable", n.ID(), l.Epoch.Number)
+	}
+
+	n3, err = Open(ctx, cfgs[2])
+	require.NoError(t, err, "n3 at its right address")
+	nodes[2] = n3
+	for range 2 {
+		require.NoError(t, <-opened)
+	}
+	c := &cluster{t: t, cfgs: cfgs, nodes: nodes}
+	c.waitAvailable()
+	for _, n := range nodes {
+		st := n.Status()
+		require.Len(t, st.Members, 3, "%s", n.ID())
+	}
+}

@@ -37,8 +37,9 @@
 // advertises other safety timings than this node's fails cluster locks
 // closed, as mixed protocol versions do (H26). A Join that would put an
 // entry into the epoch waits until Config.Reaches says the joiner's
-// advertised address reaches it (H28): the driver asks its transport, and
-// the simulator, whose addresses always reach, sets none.
+// advertised address reaches it, and so does a first start for every
+// initial member (H28): the driver asks its transport, and the simulator,
+// whose addresses always reach, sets none.
 //
 // The wall-clock jump rule (H9) is the core's too: on every step the
 // driver reads the wall clock on both sides of the lease clock, and

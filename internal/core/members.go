@@ -143,6 +143,10 @@ type members struct {
 
 	initial       []msg.NodeID // bootstrap: waiting for these in gossip
 	bootstrapping bool
+	// unshown are the initial members, as gossip advertises them, whose
+	// addresses have not yet answered as them (Config.Reaches): the
+	// bootstrap waits for them too (H28).
+	unshown []msg.Member
 
 	downSince map[msg.Member]time.Time
 	proposed  map[msg.Member]uint64
@@ -413,6 +417,22 @@ func (n *Node) maintainBootstrap(now time.Time) {
 	}
 	for _, mb := range initial {
 		n.book[mb.ID] = mb
+	}
+	if n.cfg.Reaches != nil {
+		// An initial member whose address does not reach it would be in
+		// the first epoch without ever learning it, home for keys that
+		// answer nobody (H28). Asking it for its epoch opens this node's
+		// stream to its address; its own ask opens its stream to this one.
+		m.unshown = m.unshown[:0]
+		for _, mb := range initial {
+			if mb.ID != n.cfg.Self.ID && !n.cfg.Reaches(mb) {
+				m.unshown = append(m.unshown, mb)
+				n.nudge(now, mb.ID, msg.EpochQuery{})
+			}
+		}
+		if len(m.unshown) > 0 {
+			return
+		}
 	}
 	n.absorbEpoch(now, n.ep.Bootstrap(now, initial))
 }
@@ -922,6 +942,14 @@ func (n *Node) PhaseDetail(now time.Time) string {
 		_, missing := n.initialMembers()
 		if len(missing) > 0 {
 			return "bootstrapping: waiting for " + joinIDs(missing) + " in gossip"
+		}
+		if _, _, ok := n.ep.Current(); !ok && len(m.unshown) > 0 {
+			at := make([]string, len(m.unshown))
+			for i, mb := range m.unshown {
+				at[i] = fmt.Sprintf("%s at %s", mb.ID, mb.Addr)
+			}
+			return fmt.Sprintf("bootstrapping: waiting for an answer from %s, and for them to reach this node at %s (check each one's --advertise-addr)",
+				strings.Join(at, ", "), n.cfg.Self.Addr)
 		}
 		return "bootstrapping: agreeing on epoch 1"
 	case PhaseLeaving:

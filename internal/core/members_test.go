@@ -649,3 +649,47 @@ func TestUnprovenJoinWaits(t *testing.T) {
 		}
 	}
 }
+
+// H28 at the first start: the initial members form epoch 0 only once each
+// one's address has answered as it (Config.Reaches). Until then every such
+// member is asked for its epoch (which opens the stream that shows its
+// address), nothing is proposed, and the phase names the addresses.
+func TestBootstrapWaitsForAddresses(t *testing.T) {
+	cfg := memberNode(m1, time.Time{}).cfg
+	shown := map[msg.NodeID]bool{"n2": true}
+	cfg.Reaches = func(m msg.Member) bool { return shown[m.ID] }
+	n := New(cfg, hBase, epoch.State{}, false)
+	n.StartBootstrap([]msg.NodeID{"n1", "n2", "n3"})
+	n.Gossip(hBase, []GossipPeer{self(m1), peer(m2, PeerAlive), peer(m3, PeerAlive)})
+	for d := time.Duration(0); d < time.Second; d += 100 * time.Millisecond {
+		// Msgs is good until the next input: look before the Tick.
+		rd := n.Maintain(hBase.Add(d))
+		if hasKind(rd, msg.KindPrepare) {
+			t.Fatalf("proposed at %v while n3's address is not shown", d)
+		}
+		if d == 0 && !slices.ContainsFunc(rd.Msgs, func(o Outgoing) bool { return o.To.ID == "n3" && o.Env.Body.Kind() == msg.KindEpochQuery }) {
+			t.Fatalf("n3 was not asked: %v", rd.Msgs)
+		}
+		if rd := n.Tick(hBase.Add(d)); hasKind(rd, msg.KindPrepare) {
+			t.Fatalf("proposed at %v while n3's address is not shown", d)
+		}
+	}
+	if _, ok := n.Current(); ok {
+		t.Fatal("epoch 0 installed while n3's address is not shown")
+	}
+	want := "bootstrapping: waiting for an answer from n3 at g3, and for them to reach this node at g1 (check each one's --advertise-addr)"
+	if d := n.PhaseDetail(hBase.Add(time.Second)); d != want {
+		t.Fatalf("phase %q, want %q", d, want)
+	}
+	shown["n3"] = true
+	rd := n.Maintain(hBase.Add(time.Second))
+	if !hasKind(rd, msg.KindPrepare) {
+		rd = n.Tick(hBase.Add(time.Second))
+	}
+	if !hasKind(rd, msg.KindPrepare) {
+		t.Fatal("the lowest ID did not propose epoch 1 once every initial member's address was shown")
+	}
+	if d := n.PhaseDetail(hBase.Add(time.Second)); d != "bootstrapping: agreeing on epoch 1" {
+		t.Fatalf("phase %q", d)
+	}
+}
