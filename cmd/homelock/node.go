@@ -107,7 +107,7 @@ Flags:
 	cluster := fs.String("cluster", "homelock", "cluster ID (lock domain)")
 	dataDir := fs.String("data-dir", "", "directory of the node's store (required)")
 	grpcAddr := fs.String("grpc-addr", d.GRPCAddr, "host:port the peer transport listens on")
-	advertise := fs.String("advertise-addr", "", "host:port peers dial, if not --grpc-addr")
+	advertise := fs.String("advertise-addr", "", "host:port peers dial, if not --grpc-addr; they let this node in only once it answers there as itself")
 	gossipAddr := fs.String("gossip-addr", d.GossipAddr, "host:port memberlist binds")
 	gossipAdvertise := fs.String("gossip-advertise", "", "host:port peers gossip with, if not --gossip-addr")
 	var api apiServerFlags
