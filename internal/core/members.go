@@ -145,8 +145,9 @@ type members struct {
 	bootstrapping bool
 	// unshown are the initial members, as gossip advertises them, whose
 	// addresses have not yet answered as them (Config.Reaches): the
-	// bootstrap waits for them too (H28).
-	unshown []msg.Member
+	// bootstrap waits for them too (H28), since unshownSince.
+	unshown      []msg.Member
+	unshownSince time.Time
 
 	downSince map[msg.Member]time.Time
 	proposed  map[msg.Member]uint64
@@ -431,6 +432,9 @@ func (n *Node) maintainBootstrap(now time.Time) {
 			}
 		}
 		if len(m.unshown) > 0 {
+			if m.unshownSince.IsZero() {
+				m.unshownSince = now
+			}
 			return
 		}
 	}
@@ -948,8 +952,11 @@ func (n *Node) PhaseDetail(now time.Time) string {
 			for i, mb := range m.unshown {
 				at[i] = fmt.Sprintf("%s at %s", mb.ID, mb.Addr)
 			}
-			return fmt.Sprintf("bootstrapping: waiting for an answer from %s, and for them to reach this node at %s (check each one's --advertise-addr)",
-				strings.Join(at, ", "), n.cfg.Self.Addr)
+			d := "bootstrapping: waiting for an answer from " + strings.Join(at, ", ")
+			if now.Sub(m.unshownSince) < addressHintAfter {
+				return d // every first start waits a round trip or so
+			}
+			return fmt.Sprintf("%s, and for them to reach this node at %s (check each one's --advertise-addr)", d, n.cfg.Self.Addr)
 		}
 		return "bootstrapping: agreeing on epoch 1"
 	case PhaseLeaving:
@@ -970,6 +977,10 @@ func (n *Node) PhaseDetail(now time.Time) string {
 	}
 	return "member"
 }
+
+// addressHintAfter is how long a first start waits for the initial members'
+// addresses before its phase says what to check.
+const addressHintAfter = 2 * time.Second
 
 func joinIDs(ids []msg.NodeID) string {
 	s := make([]string, len(ids))

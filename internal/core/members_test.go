@@ -677,8 +677,11 @@ func TestBootstrapWaitsForAddresses(t *testing.T) {
 	if _, ok := n.Current(); ok {
 		t.Fatal("epoch 0 installed while n3's address is not shown")
 	}
+	if d, want := n.PhaseDetail(hBase.Add(time.Second)), "bootstrapping: waiting for an answer from n3 at g3"; d != want {
+		t.Fatalf("phase %q, want %q", d, want)
+	}
 	want := "bootstrapping: waiting for an answer from n3 at g3, and for them to reach this node at g1 (check each one's --advertise-addr)"
-	if d := n.PhaseDetail(hBase.Add(time.Second)); d != want {
+	if d := n.PhaseDetail(hBase.Add(addressHintAfter)); d != want {
 		t.Fatalf("phase %q, want %q", d, want)
 	}
 	shown["n3"] = true
