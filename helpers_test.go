@@ -83,25 +83,7 @@ type cluster struct {
 
 func newCluster(t testing.TB, size int, tweak func(*Config)) *cluster {
 	t.Helper()
-	c := &cluster{t: t}
-	var ids []string
-	for i := range size {
-		ids = append(ids, fmt.Sprintf("n%d", i+1))
-	}
-	ring := testKeyRing(t)
-	for i, id := range ids {
-		cfg := testConfig(t, id)
-		cfg.Bootstrap = true
-		cfg.InitialMembers = ids
-		cfg.KeyRing = ring
-		if i > 0 {
-			cfg.Join = []string{c.cfgs[0].GossipAddr}
-		}
-		if tweak != nil {
-			tweak(&cfg)
-		}
-		c.cfgs = append(c.cfgs, cfg)
-	}
+	c := &cluster{t: t, cfgs: bootstrapConfigs(t, size, tweak)}
 	c.nodes = make([]*Node, size)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -112,10 +94,35 @@ func newCluster(t testing.TB, size int, tweak func(*Config)) *cluster {
 	}
 	wg.Wait()
 	for i, err := range errs {
-		require.NoError(t, err, "open %s", ids[i])
+		require.NoError(t, err, "open %s", c.cfgs[i].NodeID)
 	}
 	t.Cleanup(c.closeAll)
 	return c
+}
+
+// bootstrapConfigs are the configs of n1..nN starting a cluster together:
+// every one bootstraps the same initial members and joins n1's gossip.
+func bootstrapConfigs(t testing.TB, size int, tweak func(*Config)) []Config {
+	var ids []string
+	for i := range size {
+		ids = append(ids, fmt.Sprintf("n%d", i+1))
+	}
+	ring := testKeyRing(t)
+	var cfgs []Config
+	for i, id := range ids {
+		cfg := testConfig(t, id)
+		cfg.Bootstrap = true
+		cfg.InitialMembers = ids
+		cfg.KeyRing = ring
+		if i > 0 {
+			cfg.Join = []string{cfgs[0].GossipAddr}
+		}
+		if tweak != nil {
+			tweak(&cfg)
+		}
+		cfgs = append(cfgs, cfg)
+	}
+	return cfgs
 }
 
 // closeAll kills every node: the tests that check a graceful Close call it

@@ -100,16 +100,7 @@ func deafAddr(t *testing.T) string {
 // its right address, with the same data directory, n3 is answered and the
 // three form the cluster.
 func TestBootstrapWaitsForAnUnreachableInitialMember(t *testing.T) {
-	ids := []string{"n1", "n2", "n3"}
-	ring := testKeyRing(t)
-	cfgs := make([]Config, len(ids))
-	for i, id := range ids {
-		cfgs[i] = testConfig(t, id)
-		cfgs[i].Bootstrap, cfgs[i].InitialMembers, cfgs[i].KeyRing = true, ids, ring
-		if i > 0 {
-			cfgs[i].Join = []string{cfgs[0].GossipAddr}
-		}
-	}
+	cfgs := bootstrapConfigs(t, 3, nil)
 	bad := cfgs[2]
 	bad.AdvertiseAddr = deafAddr(t)
 

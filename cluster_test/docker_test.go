@@ -39,7 +39,6 @@ type dockerCluster struct {
 	bin     string // homelock built for this host (lock, status)
 	net     string
 	image   string
-	subnet  int      // the third byte of the network's 172.30.x.0/24
 	ids     []string // node IDs, n1..nN
 	names   []string // container names, n1..nN
 	ips     []string
@@ -112,7 +111,6 @@ func startDockerClusterN(t *testing.T, n int, smallDisks ...int) *dockerCluster 
 		c.disks[i] = disk
 	}
 	third := 16 + rand.IntN(200)
-	c.subnet = third
 	u.add(func() { _ = exec.Command("docker", "network", "rm", c.net).Run() })
 	docker(t, "network", "create", "--label", dockerLabelArg(), "--subnet", fmt.Sprintf("172.30.%d.0/24", third), c.net)
 	var ids []string
@@ -462,7 +460,8 @@ func TestDockerRollingRestart(t *testing.T) {
 // nobody while it ran.
 func TestDockerJoinerAdvertisingLoopback(t *testing.T) {
 	c := startDockerCluster(t)
-	ip := fmt.Sprintf("172.30.%d.%d", c.subnet, 11+len(c.names))
+	// The next address after the nodes' (n1 is .11) on their network.
+	ip := fmt.Sprintf("%s.%d", c.ips[0][:strings.LastIndex(c.ips[0], ".")], 11+len(c.names))
 	name := strings.TrimSuffix(c.names[0], "n1") + "n4"
 	c.undo.add(func() { _ = exec.Command("docker", "rm", "-f", name).Run() })
 	docker(t, "run", "-d", "--label", dockerLabelArg(), "--name", name, "--network", c.net, "--ip", ip, c.image, "node",

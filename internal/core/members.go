@@ -832,9 +832,7 @@ func (n *Node) retryUnproven(now time.Time) {
 		switch {
 		case n.cfg.Reaches(j.Member):
 			delete(n.mem.unproven, id)
-			n.observe(h.env, false)
-			n.absorbEpoch(now, n.ep.Step(now, h.env))
-			n.home.SetLiveness(now, n.ep.LiveUntil())
+			n.stepEpoch(now, h.env)
 		case now.Sub(h.at) > n.mem.cfg.JoinEvery:
 			delete(n.mem.unproven, id)
 		}

@@ -48,9 +48,7 @@ func (n *Node) receive(now time.Time, env msg.Envelope) {
 		return
 	}
 	if isEpochKind(kind) {
-		n.observe(env, false)
-		n.absorbEpoch(now, n.ep.Step(now, env))
-		n.home.SetLiveness(now, n.ep.LiveUntil())
+		n.stepEpoch(now, env)
 		return
 	}
 	cur, _, known := n.ep.Current()
@@ -75,6 +73,14 @@ func (n *Node) receive(now time.Time, env msg.Envelope) {
 		return // same number, another value: never act on it
 	}
 	n.dispatch(now, env)
+}
+
+// stepEpoch hands an epoch message to the epoch machine and the home the
+// liveness that results.
+func (n *Node) stepEpoch(now time.Time, env msg.Envelope) {
+	n.observe(env, false)
+	n.absorbEpoch(now, n.ep.Step(now, env))
+	n.home.SetLiveness(now, n.ep.LiveUntil())
 }
 
 func (n *Node) dispatch(now time.Time, env msg.Envelope) {
