@@ -47,6 +47,11 @@ type Stats struct {
 	Dropped        uint64 // full peer queues
 	Lost           uint64 // failed streams
 	Frames         uint64 // stream writes; Sent.Msgs / Frames envelopes each
+	// Relayed counts envelopes this node sent through another member to a
+	// peer it had no stream to (a partial partition); Forwarded those it
+	// carried for others, and RelayDropped those it could not, not
+	// reaching the addressee either (transport.Config.RelayAfter).
+	Relayed, Forwarded, RelayDropped uint64
 
 	// Inbox is how many received envelopes wait for a step now; InboxFull
 	// counts those that found the inbox full, whose stream then waited.
@@ -74,6 +79,7 @@ func (n *Node) Stats() Stats {
 	if n.tr != nil {
 		ts := n.tr.Stats()
 		s.Sent, s.Received, s.Dropped, s.Lost, s.Frames = ts.Sent, ts.Received, ts.Dropped, ts.Lost, ts.Frames
+		s.Relayed, s.Forwarded, s.RelayDropped = ts.Relayed, ts.Forwarded, ts.RelayDropped
 		s.ByKind = make(map[string]transport.KindStats, len(ts.ByKind))
 		for k, v := range ts.ByKind {
 			s.ByKind[k.String()] = v

@@ -51,6 +51,12 @@ type Config struct {
 	KeepaliveTime    time.Duration
 	KeepaliveTimeout time.Duration
 
+	// RelayAfter is how long a peer's sender may go without an open stream
+	// before what is sent to that peer also goes through relays: up to two
+	// other peers, each with an open stream, whose own stream reaches the
+	// addressee, forward it (a partial partition, relay.go). Negative turns
+	// relaying off; this node still forwards for others.
+	RelayAfter time.Duration
 	// ReconnectBase and ReconnectMax bound the exponential backoff between
 	// dials of a peer that is down.
 	ReconnectBase time.Duration
@@ -71,6 +77,7 @@ func DefaultConfig() Config {
 		KeepaliveTimeout: 3 * time.Second,
 		ReconnectBase:    20 * time.Millisecond,
 		ReconnectMax:     time.Second,
+		RelayAfter:       time.Second,
 	}
 }
 
@@ -97,6 +104,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ReconnectMax == 0 {
 		c.ReconnectMax = d.ReconnectMax
+	}
+	if c.RelayAfter == 0 {
+		c.RelayAfter = d.RelayAfter
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

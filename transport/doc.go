@@ -9,11 +9,12 @@
 //
 //	T1  Send never blocks on the network. A full per-peer queue drops the
 //	    envelope and counts it (Stats.Dropped).
-//	T2  Per-sender order. The envelopes one node sends to another reach the
-//	    Handler in the order Send accepted them, or not at all. Across a
-//	    reconnect the receiver lets the newest stream from a node supersede
-//	    the older one (receiver.go), so loss is possible there but reordering
-//	    is not.
+//	T2  Per-sender order on one path. The envelopes one node sends to
+//	    another over its own stream reach the Handler in the order Send
+//	    accepted them, or not at all. Across a reconnect the receiver lets
+//	    the newest stream from a node supersede the older one (receiver.go),
+//	    so loss is possible there but reordering is not. Relayed envelopes
+//	    (below) take another path and may overtake or trail those.
 //	T3  Strict decoding. An envelope that this version does not fully
 //	    understand is refused and counted (Stats.Refused), never half read
 //	    (pb.Decode).
@@ -52,6 +53,16 @@
 // address answered with must be the one on the stream the peer has open to
 // this node. Members let a joiner in only then (H28 in docs/design.md).
 // TLS is optional; with a client certificate configured it is mutual.
+//
+// A sender that has had no open stream to a peer for RelayAfter (1 s) also
+// sends what it queues for that peer through up to two other peers (rpc
+// Relay), each of which writes it on its own stream to the addressee if
+// that stream is open and answers as the addressee (relay.go). That keeps
+// the keys two nodes cut from each other home lockable through the other in
+// a partial partition, where membership keeps both. A relayed envelope is
+// forwarded once; to the protocol it is a message delayed, duplicated or
+// reordered, which the state machines take. A receiver of a release before
+// relays answers Relay as unimplemented and forwards nothing.
 //
 // # In-memory
 //

@@ -40,6 +40,9 @@ type GRPC struct {
 	mu     sync.RWMutex
 	closed bool
 	peers  map[msg.NodeID]*peer
+	// relays holds, per node used as a relay, the sender of the Relay
+	// stream to it (relay.go); its addr follows the node's entry in peers.
+	relays map[msg.NodeID]*peer
 
 	// senders orders streams per sending node (see receiver.go).
 	sendersMu sync.Mutex
@@ -131,6 +134,7 @@ func NewGRPC(cfg Config, h Handler) (*GRPC, error) {
 		ctx:      ctx,
 		cancel:   cancel,
 		peers:    make(map[msg.NodeID]*peer),
+		relays:   make(map[msg.NodeID]*peer),
 		senders:  make(map[msg.NodeID]*senderSlot),
 		serveErr: make(chan error, 1),
 		codec:    codec,
@@ -167,6 +171,7 @@ func (g *GRPC) Send(to msg.Member, env msg.Envelope) error {
 		return err
 	}
 	p.enqueue(o)
+	g.relayIfStuck(p, o)
 	return nil
 }
 
@@ -188,11 +193,12 @@ func (g *GRPC) SendBatch(to msg.Member, envs []msg.Envelope) error {
 		if err != nil {
 			return err
 		}
-		if len(group) == 1 {
-			p.enqueue(group[0])
-		} else {
-			p.enqueue(outgoing{group: group})
+		o := group[0]
+		if len(group) > 1 {
+			o = outgoing{group: group}
 		}
+		p.enqueue(o)
+		g.relayIfStuck(p, o)
 	}
 	return errors.Join(errs...)
 }
@@ -232,7 +238,7 @@ func (g *GRPC) peer(to msg.Member) (*peer, error) {
 		}
 		p.stop()
 	}
-	p, err := newPeer(g, to)
+	p, err := newPeer(g, to, false)
 	if err != nil {
 		return nil, err
 	}
@@ -251,12 +257,15 @@ func (g *GRPC) Close() error {
 		return nil
 	}
 	g.closed = true
-	peers := g.peers
-	g.peers = nil
+	peers, relays := g.peers, g.relays
+	g.peers, g.relays = nil, nil
 	g.mu.Unlock()
 
 	g.cancel()
 	for _, p := range peers {
+		p.stop()
+	}
+	for _, p := range relays {
 		p.stop()
 	}
 	g.wg.Wait()

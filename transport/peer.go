@@ -67,9 +67,18 @@ type peer struct {
 	// answer is the boot that the process at addr named in the header of
 	// this peer's latest stream (0: no header named one yet), for Reached.
 	answer atomic.Uint64
+
+	// relay makes this a relay sender: its stream is a Relay call to the
+	// node at addr, carrying envelopes addressed to others (relay.go).
+	relay bool
+	// stuckSince is when the sender found it had no open stream to write
+	// on and began opening one (Unix ns; 0 while a stream is open). A
+	// sender stuck for RelayAfter has its envelopes sent through relays
+	// too.
+	stuckSince atomic.Int64
 }
 
-func newPeer(g *GRPC, to msg.Member) (*peer, error) {
+func newPeer(g *GRPC, to msg.Member, relay bool) (*peer, error) {
 	conn, err := g.dial(to.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("transport: peer %s at %q: %w", to.ID, to.Addr, err)
@@ -86,6 +95,10 @@ func newPeer(g *GRPC, to msg.Member) (*peer, error) {
 		client: pb.NewTransportClient(conn),
 		ctx:    ctx,
 		cancel: cancel,
+		relay:  relay,
+	}
+	if relay {
+		p.log = p.log.With("relay", true)
 	}
 	g.wg.Add(1)
 	go p.run()
@@ -175,8 +188,10 @@ func (p *peer) run() {
 				cur.cancel()
 				cur = nil
 			}
+			p.stuckSince.CompareAndSwap(0, time.Now().UnixNano())
 			s, err := p.open()
 			if err == nil {
+				p.stuckSince.Store(0)
 				cur = s
 				if opened > 0 {
 					p.g.stats.reconnects.Add(1)
@@ -252,7 +267,11 @@ func (p *peer) frame(pending []outgoing) []outgoing {
 // once while the peer is down. Its frames go through the batch codec.
 func (p *peer) open() (*stream, error) {
 	ctx, cancel := context.WithCancel(p.ctx)
-	s, err := p.client.Stream(ctx, grpc.WaitForReady(true), grpc.ForceCodecV2(p.g.codec))
+	call := p.client.Stream
+	if p.relay {
+		call = p.client.Relay
+	}
+	s, err := call(ctx, grpc.WaitForReady(true), grpc.ForceCodecV2(p.g.codec))
 	if err != nil {
 		cancel()
 		return nil, err
@@ -267,7 +286,7 @@ func (p *peer) open() (*stream, error) {
 		if md, err := s.Header(); err == nil {
 			b := parseBoot(md.Get(bootMetadataKey))
 			st.remote.Store(b)
-			if b != 0 {
+			if b != 0 && !p.relay {
 				p.answer.Store(b)
 			}
 		}

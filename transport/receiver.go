@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"errors"
 	"io"
 	"sync"
@@ -37,14 +38,7 @@ type senderSlot struct {
 
 func (r *receiver) Stream(s grpc.ClientStreamingServer[pb.Batch, pb.StreamSummary]) error {
 	g := r.g
-	var from msg.NodeID
-	var boot uint64
-	if md, ok := metadata.FromIncomingContext(s.Context()); ok {
-		if v := md.Get(senderMetadataKey); len(v) == 1 {
-			from = msg.NodeID(v[0])
-		}
-		boot = parseBoot(md.Get(bootMetadataKey))
-	}
+	from, boot := streamSender(s.Context())
 	// Before any of its messages is handled: an answer to one must not
 	// leave on a stream to the sender's previous process (restart.go).
 	g.heardFrom(from, boot)
@@ -53,7 +47,18 @@ func (r *receiver) Stream(s grpc.ClientStreamingServer[pb.Batch, pb.StreamSummar
 	}
 	slot, gen := g.claimSlot(from, boot)
 	defer g.releaseSlot(from, slot, gen)
+	return eachFrame(s, func(frame *inFrame) error {
+		slot.heard.Store(time.Now().UnixNano())
+		if !g.deliverFrame(from, slot, gen, frame) {
+			return status.Error(codes.Aborted, "transport: superseded by a newer stream from the same node")
+		}
+		return nil
+	})
+}
 
+// eachFrame reads s's frames until the sender ends the stream, handing
+// each to f; an error of f's ends the stream with it.
+func eachFrame(s grpc.ClientStreamingServer[pb.Batch, pb.StreamSummary], f func(*inFrame) error) error {
 	var frame inFrame
 	for {
 		// The stream's messages are Batches; the batch codec reads one
@@ -65,11 +70,22 @@ func (r *receiver) Stream(s grpc.ClientStreamingServer[pb.Batch, pb.StreamSummar
 		if err != nil {
 			return err
 		}
-		slot.heard.Store(time.Now().UnixNano())
-		if !g.deliverFrame(from, slot, gen, &frame) {
-			return status.Error(codes.Aborted, "transport: superseded by a newer stream from the same node")
+		if err := f(&frame); err != nil {
+			return err
 		}
 	}
+}
+
+// streamSender is the node ID and boot a stream's sender named in its
+// metadata ("" and 0 when it named none).
+func streamSender(ctx context.Context) (from msg.NodeID, boot uint64) {
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if v := md.Get(senderMetadataKey); len(v) == 1 {
+			from = msg.NodeID(v[0])
+		}
+		boot = parseBoot(md.Get(bootMetadataKey))
+	}
+	return from, boot
 }
 
 // deliverFrame hands frame's envelopes to the handler in order, holding the

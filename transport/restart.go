@@ -77,15 +77,17 @@ func (g *GRPC) heardFrom(from msg.NodeID, boot uint64) {
 // 127.0.0.1) answers with that process's boot. A process of a release
 // before boots (2026-12-05) names none, so it is never shown reached.
 func (g *GRPC) Reached(to msg.Member) bool {
-	v, ok := g.senderBoots.Load(to.ID)
-	if !ok {
-		return false
-	}
-	heard := v.(uint64)
 	g.mu.RLock()
 	p := g.peers[to.ID]
 	g.mu.RUnlock()
-	return p != nil && p.addr == to.Addr && heard != 0 && p.answer.Load() == heard
+	return p != nil && p.addr == to.Addr && g.answers(p)
+}
+
+// answers reports whether p's address answered with the boot of the
+// process whose stream to this node as p.id is open now.
+func (g *GRPC) answers(p *peer) bool {
+	v, ok := g.senderBoots.Load(p.id)
+	return ok && v.(uint64) != 0 && p.answer.Load() == v.(uint64)
 }
 
 // leaveGoneProcess reports whether st reached a process of the peer other

@@ -44,6 +44,13 @@ type Stats struct {
 	FaultDropped uint64
 	// Reconnects counts gRPC streams opened to a peer after its first one.
 	Reconnects uint64
+	// Relayed counts envelopes this node sent through a relay, beside its
+	// own stream, to a peer it had been unable to open a stream to for
+	// RelayAfter; Forwarded counts envelopes it relayed for others, and
+	// RelayDropped those it could not, not reaching the addressee itself
+	// (relay.go). Each relayed envelope is also in Sent, once per stream
+	// write.
+	Relayed, Forwarded, RelayDropped uint64
 	// Frames counts stream writes (gRPC: one pb.Batch each) or, in memory,
 	// the Send and SendBatch calls that handed envelopes to a link: Sent.Msgs
 	// over Frames is how many envelopes a write carries.
@@ -58,6 +65,7 @@ type counters struct {
 	sentMsgs, sentBytes, recvMsgs, recvBytes [kindSlots]atomic.Uint64
 
 	dropped, lost, refused, faultDropped, reconnects, frames atomic.Uint64
+	relayed, forwarded, relayDropped                         atomic.Uint64
 }
 
 func (c *counters) sent(k msg.Kind, n int) {
@@ -79,6 +87,9 @@ func (c *counters) snapshot() Stats {
 		FaultDropped: c.faultDropped.Load(),
 		Reconnects:   c.reconnects.Load(),
 		Frames:       c.frames.Load(),
+		Relayed:      c.relayed.Load(),
+		Forwarded:    c.forwarded.Load(),
+		RelayDropped: c.relayDropped.Load(),
 	}
 	for k := range kindSlots {
 		ks := KindStats{

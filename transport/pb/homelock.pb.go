@@ -3030,9 +3030,10 @@ const file_homelock_proto_rawDesc = "" +
 	"\x17WAIT_REASON_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12WAIT_REASON_HOLDER\x10\x01\x12\x14\n" +
 	"\x10WAIT_REASON_GATE\x10\x02\x12\x18\n" +
-	"\x14WAIT_REASON_LIVENESS\x10\x032G\n" +
+	"\x14WAIT_REASON_LIVENESS\x10\x032\x82\x01\n" +
 	"\tTransport\x12:\n" +
-	"\x06Stream\x12\x12.homelock.v1.Batch\x1a\x1a.homelock.v1.StreamSummary(\x01B+Z)github.com/homelock/homelock/transport/pbb\x06proto3"
+	"\x06Stream\x12\x12.homelock.v1.Batch\x1a\x1a.homelock.v1.StreamSummary(\x01\x129\n" +
+	"\x05Relay\x12\x12.homelock.v1.Batch\x1a\x1a.homelock.v1.StreamSummary(\x01B+Z)github.com/homelock/homelock/transport/pbb\x06proto3"
 
 var (
 	file_homelock_proto_rawDescOnce sync.Once
@@ -3153,9 +3154,11 @@ var file_homelock_proto_depIdxs = []int32{
 	7,  // 60: homelock.v1.HandedOver.token:type_name -> homelock.v1.Token
 	3,  // 61: homelock.v1.HandedOver.holder:type_name -> homelock.v1.Member
 	37, // 62: homelock.v1.Transport.Stream:input_type -> homelock.v1.Batch
-	38, // 63: homelock.v1.Transport.Stream:output_type -> homelock.v1.StreamSummary
-	63, // [63:64] is the sub-list for method output_type
-	62, // [62:63] is the sub-list for method input_type
+	37, // 63: homelock.v1.Transport.Relay:input_type -> homelock.v1.Batch
+	38, // 64: homelock.v1.Transport.Stream:output_type -> homelock.v1.StreamSummary
+	38, // 65: homelock.v1.Transport.Relay:output_type -> homelock.v1.StreamSummary
+	64, // [64:66] is the sub-list for method output_type
+	62, // [62:64] is the sub-list for method input_type
 	62, // [62:62] is the sub-list for extension type_name
 	62, // [62:62] is the sub-list for extension extendee
 	0,  // [0:62] is the sub-list for field type_name

@@ -31,6 +31,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	Transport_Stream_FullMethodName = "/homelock.v1.Transport/Stream"
+	Transport_Relay_FullMethodName  = "/homelock.v1.Transport/Relay"
 )
 
 // TransportClient is the client API for Transport service.
@@ -41,8 +42,16 @@ const (
 // client stream per peer and writes batches of whatever its queue holds; the
 // receiver answers only when the stream ends. There are no replies on the
 // stream: protocol replies are envelopes sent the other way.
+//
+// Relay carries envelopes the sender could not deliver itself: each is
+// addressed to another node, and the receiver writes it on its own stream to
+// that node, if that node answers it there (a partial partition: the sender
+// and the addressee cannot reach each other, both reach the relay). A
+// receiver of an older release answers Unimplemented, so nothing is
+// forwarded through it.
 type TransportClient interface {
 	Stream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[Batch, StreamSummary], error)
+	Relay(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[Batch, StreamSummary], error)
 }
 
 type transportClient struct {
@@ -66,6 +75,19 @@ func (c *transportClient) Stream(ctx context.Context, opts ...grpc.CallOption) (
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Transport_StreamClient = grpc.ClientStreamingClient[Batch, StreamSummary]
 
+func (c *transportClient) Relay(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[Batch, StreamSummary], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Transport_ServiceDesc.Streams[1], Transport_Relay_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[Batch, StreamSummary]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Transport_RelayClient = grpc.ClientStreamingClient[Batch, StreamSummary]
+
 // TransportServer is the server API for Transport service.
 // All implementations must embed UnimplementedTransportServer
 // for forward compatibility.
@@ -74,8 +96,16 @@ type Transport_StreamClient = grpc.ClientStreamingClient[Batch, StreamSummary]
 // client stream per peer and writes batches of whatever its queue holds; the
 // receiver answers only when the stream ends. There are no replies on the
 // stream: protocol replies are envelopes sent the other way.
+//
+// Relay carries envelopes the sender could not deliver itself: each is
+// addressed to another node, and the receiver writes it on its own stream to
+// that node, if that node answers it there (a partial partition: the sender
+// and the addressee cannot reach each other, both reach the relay). A
+// receiver of an older release answers Unimplemented, so nothing is
+// forwarded through it.
 type TransportServer interface {
 	Stream(grpc.ClientStreamingServer[Batch, StreamSummary]) error
+	Relay(grpc.ClientStreamingServer[Batch, StreamSummary]) error
 	mustEmbedUnimplementedTransportServer()
 }
 
@@ -88,6 +118,9 @@ type UnimplementedTransportServer struct{}
 
 func (UnimplementedTransportServer) Stream(grpc.ClientStreamingServer[Batch, StreamSummary]) error {
 	return status.Error(codes.Unimplemented, "method Stream not implemented")
+}
+func (UnimplementedTransportServer) Relay(grpc.ClientStreamingServer[Batch, StreamSummary]) error {
+	return status.Error(codes.Unimplemented, "method Relay not implemented")
 }
 func (UnimplementedTransportServer) mustEmbedUnimplementedTransportServer() {}
 func (UnimplementedTransportServer) testEmbeddedByValue()                   {}
@@ -117,6 +150,13 @@ func _Transport_Stream_Handler(srv interface{}, stream grpc.ServerStream) error 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Transport_StreamServer = grpc.ClientStreamingServer[Batch, StreamSummary]
 
+func _Transport_Relay_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(TransportServer).Relay(&grpc.GenericServerStream[Batch, StreamSummary]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Transport_RelayServer = grpc.ClientStreamingServer[Batch, StreamSummary]
+
 // Transport_ServiceDesc is the grpc.ServiceDesc for Transport service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -128,6 +168,11 @@ var Transport_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Stream",
 			Handler:       _Transport_Stream_Handler,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "Relay",
+			Handler:       _Transport_Relay_Handler,
 			ClientStreams: true,
 		},
 	},
