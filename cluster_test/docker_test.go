@@ -297,6 +297,12 @@ func (c *dockerCluster) silenceN1(t *testing.T, what, heldPrefix, homedPrefix st
 // started again, every node must grant again: the same bound the process
 // tests assert (docs/membership.md), DownAfter + EpochLease + Skew + 10 s,
 // with the timings startDockerCluster gives the nodes.
+// relayBound is how soon after a partial partition's cut a key homed
+// across it is lockable through the other side: the broken stream noticed (TCP's user
+// timeout, the transport's KeepaliveTimeout of 3 s), RelayAfter (1 s), and
+// the lock's own retries, with room for a loaded host.
+const relayBound = 3*time.Second + time.Second + 4*time.Second
+
 const healBound = 2*time.Second + 2*time.Second + 250*time.Millisecond + 10*time.Second
 
 // A node frozen whole by `docker pause` (the cgroup freezer: every thread
@@ -513,8 +519,9 @@ func TestDockerJoinerAdvertisingLoopback(t *testing.T) {
 // and the epoch stays as it was: the simulator's gossip models the same
 // (docs/membership.md; before 2026-12-05 it removed the half-cut member
 // again and again). Keys homed at n3 stay lockable through n1 and n2
-// throughout; once the cut heals, every key is lockable through every
-// node within healBound.
+// throughout, and each side's keys through the other side within
+// relayBound, relayed by n3; once the cut heals, every key is lockable
+// through every node within healBound.
 func TestDockerPartialPartition(t *testing.T) {
 	if err := exec.Command("iptables", "-L", "DOCKER-USER", "-n").Run(); err != nil {
 		t.Skipf("no iptables DOCKER-USER chain to cut one link with (%v)", err)
@@ -536,23 +543,32 @@ func TestDockerPartialPartition(t *testing.T) {
 			t.Fatalf("iptables -I %v: %v\n%s", r, err, out)
 		}
 	}
-	// The cut holds: a key homed at n2 cannot be locked through n1 (its
-	// Acquire never arrives). That is the partial partition's cost: the
-	// keys each side homes, through the other, until it heals.
+	// Across the cut, through n3: n1 and n2 each relay what they cannot
+	// send themselves (transport.Config.RelayAfter). n1's stream to n2
+	// breaks on its first unanswered write (TCP's user timeout,
+	// KeepaliveTimeout, 3 s), its redial hangs, and a second later what n1
+	// sends n2 also goes to n3, which forwards it; n2's answers come back
+	// the same way. Before relays (2026-12-07) the key could not be locked
+	// through n1 until the cut healed.
+	//
+	// Right after the cut n1 has not noticed it yet: listing n3 after n1
+	// gets the key through n3 once the home has been silent to n1 for a
+	// second (WithHomeSilence).
 	across := keyHomedAt("n2", "partial-n2")
-	tok, err := c.lockToken(0, across, 3*time.Second)
-	if err == nil {
-		t.Fatalf("lock %s (home n2) through n1 across the cut: %s; the cut does not hold", across, tok)
-	}
-	t.Logf("lock %s (home n2) through n1 across the cut: %v", across, err)
-	// Listing n3 after n1 gets it: n1 gives way once the home has been
-	// silent to it for a second (WithHomeSilence), and n3 reaches n2.
-	start := time.Now()
+	cutAt := time.Now()
 	tok, said, err := lockToken(c.bin, c.api(0)+","+c.api(2), across, 10*time.Second)
-	if err != nil || !strings.Contains(said, "no answer from home n2") || time.Since(start) > 5*time.Second {
-		t.Fatalf("lock %s (home n2) --node n1,n3 across the cut: %s after %v (%v), want it through n3 after n1 gave way", across, tok, time.Since(start), err)
+	if err != nil || !strings.Contains(said, "no answer from home n2") || time.Since(cutAt) > 5*time.Second {
+		t.Fatalf("lock %s (home n2) --node n1,n3 right after the cut: %s after %v (%v; said %q), want it through n3 after n1 gave way", across, tok, time.Since(cutAt), err, said)
 	}
-	t.Logf("lock %s (home n2) --node n1,n3 across the cut: %s after %v; the lock command said: %s", across, tok, time.Since(start).Round(time.Millisecond), strings.TrimSpace(said))
+	t.Logf("lock %s (home n2) --node n1,n3 right after the cut: %s after %v; the lock command said: %s", across, tok, time.Since(cutAt).Round(time.Millisecond), strings.TrimSpace(said))
+	start := time.Now()
+	tok, err = c.lockToken(0, across, 15*time.Second)
+	if err != nil || time.Since(cutAt) > relayBound {
+		t.Fatalf("lock %s (home n2) through n1 alone across the cut: %s %v after the cut (%v), want it within %v through n3's relay", across, tok, time.Since(cutAt), err, relayBound)
+	}
+	t.Logf("lock %s (home n2) through n1 alone across the cut: %s after %v, %v after the cut", across, tok, time.Since(start).Round(time.Millisecond), time.Since(cutAt).Round(time.Millisecond))
+	acrossBack := keyHomedAt("n1", "partial-n1")
+	lastAcross := map[string]fence.Token{}
 	// 24 s: four times DownAfter (2 s) plus memberlist's dead detection.
 	shared := keyHomedAt("n3", "partial-shared")
 	var last fence.Token
@@ -566,6 +582,17 @@ func TestDockerPartialPartition(t *testing.T) {
 				t.Fatalf("token %s through n%d after %s", tok, i+1, last)
 			}
 			last = tok
+		}
+		// Each side's keys through the other side, relayed.
+		for i, key := range []string{across, acrossBack} {
+			tok, err := c.lockToken(i, key, 10*time.Second)
+			if err != nil {
+				t.Fatalf("lock %s through n%d across the cut: %v", key, i+1, err)
+			}
+			if !lastAcross[key].Less(tok) {
+				t.Fatalf("token %s of %s after %s", tok, key, lastAcross[key])
+			}
+			lastAcross[key] = tok
 		}
 		for i := range c.names {
 			if e := c.status(i).Status.Epoch; e != epoch && e != 0 {
@@ -590,7 +617,7 @@ func TestDockerPartialPartition(t *testing.T) {
 	}
 	heal()
 	healed := time.Now()
-	keys := []string{keyHomedAt("n1", "partial-n1"), across, shared}
+	keys := []string{acrossBack, across, shared}
 	for i := range c.names {
 		for _, key := range keys {
 			waitFor(t, healBound, fmt.Sprintf("%s lockable through n%d after the heal", key, i+1), func() bool {
@@ -599,6 +626,6 @@ func TestDockerPartialPartition(t *testing.T) {
 			})
 		}
 	}
-	t.Logf("n1-n2 cut for 24 s: epoch %d throughout, %s locked %s last through n1 and n2; every key lockable through every node %v after the heal",
-		epoch, shared, last, time.Since(healed).Round(time.Millisecond))
+	t.Logf("n1-n2 cut for 24 s: epoch %d throughout, %s locked %s last through n1 and n2, %s %s through n1 and %s %s through n2; every key lockable through every node %v after the heal",
+		epoch, shared, last, across, lastAcross[across], acrossBack, lastAcross[acrossBack], time.Since(healed).Round(time.Millisecond))
 }
