@@ -98,6 +98,16 @@ func TestPartialPartitionRelays(t *testing.T) {
 	for i := range c.nodes {
 		require.Equal(t, before, epoch(i), "n%d's epoch changed during the cut", i+1)
 	}
+	relayed := func(i int, id string) bool {
+		for _, m := range c.nodes[i].Status().Members {
+			if m.ID == id {
+				return m.Relayed
+			}
+		}
+		return false
+	}
+	require.True(t, relayed(0, "n2"), "n1's status of n2 during the cut")
+	require.False(t, relayed(0, "n3"), "n1's status of n3")
 	mu.Lock()
 	s1, s2, s3 := grpcs["n1"].Stats(), grpcs["n2"].Stats(), grpcs["n3"].Stats()
 	mu.Unlock()
@@ -109,4 +119,5 @@ func TestPartialPartitionRelays(t *testing.T) {
 	cut.Store(false)
 	lock(0, atN2)
 	lock(1, atN1)
+	require.Eventually(t, func() bool { return !relayed(0, "n2") }, 5*time.Second, 10*time.Millisecond, "n1's status of n2 once its stream is back")
 }

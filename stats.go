@@ -129,13 +129,23 @@ type MemberStatus struct {
 	// through others too, so one that is alive there but not heard from for
 	// longer than its renewal rounds (EpochLease / 3) cannot reach this node.
 	Heard time.Time
-	Self  bool
+	// Relayed says this node sends to the member through other members: it
+	// has had no stream to it for a second (a partial partition, or the
+	// member is down).
+	Relayed bool
+	Self    bool
 }
 
 // heardFrom is the transport's capability to say when each peer was last
 // heard from (the gRPC transport has it).
 type heardFrom interface {
 	HeardFrom() map[msg.NodeID]time.Time
+}
+
+// relaying is the transport's capability to say which peers it reaches
+// through relays (the gRPC transport has it).
+type relaying interface {
+	Relaying() map[msg.NodeID]bool
 }
 
 // Status reports the node's view of the cluster.
@@ -152,6 +162,10 @@ func (n *Node) Status() Status {
 	if h, ok := n.tr.(heardFrom); ok {
 		heard = h.HeardFrom()
 	}
+	var relayed map[msg.NodeID]bool
+	if r, ok := n.tr.(relaying); ok {
+		relayed = r.Relaying()
+	}
 	n.lockAll()
 	defer n.unlockAll()
 	if n.core == nil {
@@ -167,7 +181,7 @@ func (n *Node) Status() Status {
 				lv = "unknown"
 			}
 			st.Members = append(st.Members, MemberStatus{ID: string(m.ID), StoreID: m.Store, Addr: m.Addr,
-				Version: m.Version, Liveness: lv, Heard: heard[m.ID], Self: m.Same(n.self)})
+				Version: m.Version, Liveness: lv, Heard: heard[m.ID], Relayed: relayed[m.ID], Self: m.Same(n.self)})
 		}
 	}
 	now := n.clock.Now()

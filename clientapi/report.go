@@ -44,7 +44,10 @@ type MemberReport struct {
 	// HeardMSAgo is how long ago a peer message from the member last
 	// reached this node (-1: never since it started; 0 for the node itself).
 	HeardMSAgo int64 `json:"heard_ms_ago"`
-	Self       bool  `json:"self"`
+	// Relayed: this node sends to the member through other members, having
+	// had no stream to it for a second.
+	Relayed bool `json:"relayed,omitempty"`
+	Self    bool `json:"self"`
 }
 
 // StatsReport is homelock.Stats: gauges are the state now, the rest count
@@ -75,6 +78,8 @@ type StatsReport struct {
 	ReceivedBytes      uint64                `json:"received_bytes"`
 	DroppedMessages    uint64                `json:"dropped_messages"`
 	LostStreams        uint64                `json:"lost_streams"`
+	RelayedMessages    uint64                `json:"relayed_messages"`
+	ForwardedMessages  uint64                `json:"forwarded_messages"`
 	ByKind             map[string]KindReport `json:"by_kind"`
 }
 
@@ -104,7 +109,7 @@ func NewReport(st homelock.Status, s homelock.Stats) Report {
 			FencedWrites: s.FencedWrites, ClockJumps: s.ClockJumps,
 			SentMessages: s.Sent.Msgs, SentBytes: s.Sent.Bytes,
 			ReceivedMessages: s.Received.Msgs, ReceivedBytes: s.Received.Bytes,
-			DroppedMessages: s.Dropped, LostStreams: s.Lost,
+			DroppedMessages: s.Dropped, LostStreams: s.Lost, RelayedMessages: s.Relayed, ForwardedMessages: s.Forwarded,
 			ByKind: make(map[string]KindReport, len(s.ByKind)),
 		},
 	}
@@ -117,7 +122,7 @@ func NewReport(st homelock.Status, s homelock.Stats) Report {
 			heard = max(time.Since(m.Heard).Milliseconds(), 0)
 		}
 		r.Status.Members = append(r.Status.Members, MemberReport{ID: m.ID, StoreID: msg.FormatStore(m.StoreID),
-			Addr: m.Addr, ProtocolVersion: m.Version, Liveness: m.Liveness, HeardMSAgo: heard, Self: m.Self})
+			Addr: m.Addr, ProtocolVersion: m.Version, Liveness: m.Liveness, HeardMSAgo: heard, Relayed: m.Relayed, Self: m.Self})
 	}
 	for k, v := range s.ByKind {
 		r.Stats.ByKind[k] = KindReport{SentMessages: v.Sent.Msgs, SentBytes: v.Sent.Bytes,

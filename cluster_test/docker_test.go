@@ -605,8 +605,8 @@ func TestDockerPartialPartition(t *testing.T) {
 	// gossip (refuted through n3 as often as suspected), but not heard
 	// from on the peer protocol since the cut.
 	for _, m := range c.status(0).Status.Members {
-		if m.ID == "n2" && (m.Liveness == "dead" || m.HeardMSAgo < 20_000) {
-			t.Fatalf("n1's status of n2 after 24 s cut from it: %s, heard %d ms ago; want it a member, heard over 20 s ago", m.Liveness, m.HeardMSAgo)
+		if m.ID == "n2" && (m.Liveness == "dead" || m.HeardMSAgo < 20_000 || !m.Relayed) {
+			t.Fatalf("n1's status of n2 after 24 s cut from it: %s, heard %d ms ago, relayed %t; want it a member, heard over 20 s ago, relayed", m.Liveness, m.HeardMSAgo, m.Relayed)
 		}
 		if m.ID == "n2" {
 			t.Logf("n1's status of n2 during the cut: %s, heard %d ms ago", m.Liveness, m.HeardMSAgo)

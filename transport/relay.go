@@ -56,6 +56,27 @@ func (g *GRPC) relayIfStuck(p *peer, o outgoing) {
 	}
 }
 
+// Relaying reports the peers whose envelopes this node sends through relays
+// now: those its sender has had no open stream to for RelayAfter.
+func (g *GRPC) Relaying() map[msg.NodeID]bool {
+	if g.cfg.RelayAfter < 0 {
+		return nil
+	}
+	now := time.Now().UnixNano()
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	var out map[msg.NodeID]bool
+	for id, p := range g.peers {
+		if since := p.stuckSince.Load(); since != 0 && now-since >= int64(g.cfg.RelayAfter) {
+			if out == nil {
+				out = make(map[msg.NodeID]bool)
+			}
+			out[id] = true
+		}
+	}
+	return out
+}
+
 // pickRelays returns up to maxRelays peers other than stuck whose streams
 // are open and answer as the process that streams to this node, in an
 // order of their own per addressee, so that different addressees spread

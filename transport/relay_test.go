@@ -49,6 +49,8 @@ func TestGRPCRelaysAroundACut(t *testing.T) {
 	for n := uint64(2); n <= 11; n++ {
 		require.NoError(t, a.t.Send(bAtCut, numbered(a.self, "b", n)))
 	}
+	require.Equal(t, map[msg.NodeID]bool{"b": true}, a.t.Relaying())
+	require.Empty(t, c.t.Relaying())
 	got := from(b.in.waitLen(t, 11, 5*time.Second), "a")
 	require.Len(t, got, 10, "the ten envelopes sent after RelayAfter, through c")
 	checkOrdered(t, got, false)
@@ -79,6 +81,7 @@ func TestGRPCRelayOff(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	b.in.quiet(t, 1, 300*time.Millisecond)
+	require.Empty(t, a.t.Relaying())
 	require.Zero(t, a.t.Stats().Relayed)
 	require.Zero(t, c.t.Stats().Forwarded)
 }

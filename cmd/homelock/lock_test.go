@@ -108,7 +108,7 @@ func (f *fakeNode) Lock(s clientapi.Client_LockServer) error {
 func (f *fakeNode) Status(context.Context, *clientapi.StatusRequest) (*clientapi.StatusResponse, error) {
 	b, _ := json.Marshal(clientapi.NewReport(homelock.Status{NodeID: "n1", Epoch: 4, Available: true,
 		Members: []homelock.MemberStatus{{ID: "n1", Version: 1, Liveness: "alive", Self: true},
-			{ID: "n2", Version: 1, Liveness: "alive", Heard: time.Now().Add(-90 * time.Second)},
+			{ID: "n2", Version: 1, Liveness: "alive", Heard: time.Now().Add(-90 * time.Second), Relayed: true},
 			{ID: "n3", Version: 1, Liveness: "alive"}}}, homelock.Stats{}))
 	return &clientapi.StatusResponse{Json: string(b)}, nil
 }
@@ -293,8 +293,10 @@ func TestStatusTableAndJSON(t *testing.T) {
 	require.Contains(t, out.String(), "epoch 4")
 	require.Contains(t, out.String(), "n1 (self)")
 	// A member alive in gossip but silent on the peer protocol (a partial
-	// partition) shows in HEARD.
-	require.Regexp(t, `n2 .* alive +1m30(\.\d+)?s ago`, out.String())
+	// partition) shows in HEARD, and so does its being reached through
+	// relays.
+	require.Regexp(t, `n2 .* alive +1m30(\.\d+)?s ago, relayed`, out.String())
+	require.Regexp(t, `n3 .* alive +never\s*\n`, out.String(), "n3 is not relayed")
 	require.Regexp(t, `n3 .* alive +never`, out.String())
 	out.Reset()
 	require.Equal(t, 0, run([]string{"status", "--node", addr, "--json"}, &out, &errOut))
@@ -305,6 +307,8 @@ func TestStatusTableAndJSON(t *testing.T) {
 	require.Zero(t, r.Status.Members[0].HeardMSAgo, "self")
 	require.GreaterOrEqual(t, r.Status.Members[1].HeardMSAgo, int64(90_000))
 	require.Equal(t, int64(-1), r.Status.Members[2].HeardMSAgo, "never heard")
+	require.True(t, r.Status.Members[1].Relayed)
+	require.False(t, r.Status.Members[2].Relayed)
 }
 
 // status exits 121 when it cannot reach the node, as homelock lock does, and

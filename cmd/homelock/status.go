@@ -135,6 +135,9 @@ func printReport(w io.Writer, r clientapi.Report) {
 		case m.HeardMSAgo >= 0:
 			heard = (time.Duration(m.HeardMSAgo) * time.Millisecond).String() + " ago"
 		}
+		if m.Relayed {
+			heard += ", relayed"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t\n", id, m.StoreID, m.Addr, m.ProtocolVersion, m.Liveness, heard)
 	}
 	tw.Flush()
@@ -149,6 +152,7 @@ func printReport(w io.Writer, r clientapi.Report) {
 		{"admissions", st.Admissions}, {"local fast path", st.LocalFastPath},
 		{"grants", st.Grants}, {"recalls", st.Recalls}, {"expired holds", st.ExpiredHolds},
 		{"handoffs", st.Handoffs}, {"handed over", st.HandedOver}, {"taken over", st.TakenOver}, {"fenced writes", st.FencedWrites}, {"clock jumps", st.ClockJumps},
+		{"relayed messages", st.RelayedMessages}, {"forwarded messages", st.ForwardedMessages},
 	} {
 		fmt.Fprintf(tw, "%s\t%v\t\n", row.k, row.v)
 	}
