@@ -44,8 +44,7 @@ const maxRelays = 2
 // open stream for RelayAfter. The check costs one atomic load while the
 // stream is open.
 func (g *GRPC) relayIfStuck(p *peer, o outgoing) {
-	since := p.stuckSince.Load()
-	if since == 0 || g.cfg.RelayAfter < 0 || time.Now().UnixNano()-since < int64(g.cfg.RelayAfter) {
+	if since := p.stuckSince.Load(); since == 0 || !g.relayDue(since, time.Now().UnixNano()) {
 		return
 	}
 	for _, r := range g.pickRelays(p) {
@@ -56,18 +55,21 @@ func (g *GRPC) relayIfStuck(p *peer, o outgoing) {
 	}
 }
 
+// relayDue reports whether a sender stuck since since (Unix ns) relays at
+// now.
+func (g *GRPC) relayDue(since, now int64) bool {
+	return g.cfg.RelayAfter >= 0 && now-since >= int64(g.cfg.RelayAfter)
+}
+
 // Relaying reports the peers whose envelopes this node sends through relays
 // now: those its sender has had no open stream to for RelayAfter.
 func (g *GRPC) Relaying() map[msg.NodeID]bool {
-	if g.cfg.RelayAfter < 0 {
-		return nil
-	}
 	now := time.Now().UnixNano()
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	var out map[msg.NodeID]bool
 	for id, p := range g.peers {
-		if since := p.stuckSince.Load(); since != 0 && now-since >= int64(g.cfg.RelayAfter) {
+		if since := p.stuckSince.Load(); since != 0 && g.relayDue(since, now) {
 			if out == nil {
 				out = make(map[msg.NodeID]bool)
 			}

@@ -44,9 +44,10 @@ type Stats struct {
 	FaultDropped uint64
 	// Reconnects counts gRPC streams opened to a peer after its first one.
 	Reconnects uint64
-	// Relayed counts envelopes this node sent through a relay, beside its
-	// own stream, to a peer it had been unable to open a stream to for
-	// RelayAfter; Forwarded counts envelopes it relayed for others, and
+	// Relayed counts envelopes this node sent through relays (once per
+	// relay), beside its own stream, to a peer it had been unable to open
+	// a stream to for RelayAfter; Forwarded counts envelopes it relayed for
+	// others, and
 	// RelayDropped those it could not, not reaching the addressee itself
 	// (relay.go). Each relayed envelope is also in Sent, once per stream
 	// write.
