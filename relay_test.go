@@ -44,8 +44,8 @@ func (c *cutTransport) Reached(to msg.Member) bool { return c.GRPC.Reached(c.rou
 // lock protocol's transport while both reach n3 (and gossip, through n3's
 // indirect probes, keeps both alive, so the epoch keeps all three). The
 // keys each of n1 and n2 homes stay lockable through the other, relayed by
-// n3, within about a second of the cut (transport.Config.RelayAfter), and
-// the epoch does not change.
+// n3 (each side relays RelayAfter after its first send found no stream:
+// about 2 s here), and the epoch does not change.
 func TestPartialPartitionRelays(t *testing.T) {
 	var cut atomic.Bool
 	var mu sync.Mutex // the nodes open at once

@@ -297,13 +297,14 @@ func (c *dockerCluster) silenceN1(t *testing.T, what, heldPrefix, homedPrefix st
 // started again, every node must grant again: the same bound the process
 // tests assert (docs/membership.md), DownAfter + EpochLease + Skew + 10 s,
 // with the timings startDockerCluster gives the nodes.
-// relayBound is how soon after a partial partition's cut a key homed
-// across it is lockable through the other side: the broken stream noticed (TCP's user
-// timeout, the transport's KeepaliveTimeout of 3 s), RelayAfter (1 s), and
-// the lock's own retries, with room for a loaded host.
-const relayBound = 3*time.Second + time.Second + 4*time.Second
-
 const healBound = 2*time.Second + 2*time.Second + 250*time.Millisecond + 10*time.Second
+
+// relayBound is how soon after a partial partition's cut a key homed
+// across it is lockable through the other side: the broken stream noticed
+// (TCP's user timeout, the transport's KeepaliveTimeout of 3 s),
+// RelayAfter (1 s), and the lock's own retries, with room for a loaded
+// host.
+const relayBound = 3*time.Second + time.Second + 4*time.Second
 
 // A node frozen whole by `docker pause` (the cgroup freezer: every thread
 // stops, the clocks do not), then one killed by `docker kill` and started

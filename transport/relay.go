@@ -85,17 +85,24 @@ func (g *GRPC) Relaying() map[msg.NodeID]bool {
 // over different relays while one addressee keeps its relays (and so its
 // order) as long as they stay usable.
 func (g *GRPC) pickRelays(stuck *peer) []*peer {
+	type ranked struct {
+		rank uint64
+		p    *peer
+	}
 	g.mu.RLock()
-	cands := make([]*peer, 0, len(g.peers))
+	cands := make([]ranked, 0, len(g.peers))
 	for _, r := range g.peers {
 		if r != stuck && r.stuckSince.Load() == 0 && g.answers(r) {
-			cands = append(cands, r)
+			cands = append(cands, ranked{xxhash.Sum64String(string(stuck.id) + "\x00" + string(r.id)), r})
 		}
 	}
 	g.mu.RUnlock()
-	rank := func(r *peer) uint64 { return xxhash.Sum64String(string(stuck.id) + "\x00" + string(r.id)) }
-	slices.SortFunc(cands, func(a, b *peer) int { return cmp.Compare(rank(a), rank(b)) })
-	return cands[:min(len(cands), maxRelays)]
+	slices.SortFunc(cands, func(a, b ranked) int { return cmp.Compare(a.rank, b.rank) })
+	relays := make([]*peer, 0, maxRelays)
+	for _, c := range cands[:min(len(cands), maxRelays)] {
+		relays = append(relays, c.p)
+	}
+	return relays
 }
 
 // relaySender returns the sender of the Relay stream to r's node, starting
