@@ -300,11 +300,12 @@ func (c *dockerCluster) silenceN1(t *testing.T, what, heldPrefix, homedPrefix st
 const healBound = 2*time.Second + 2*time.Second + 250*time.Millisecond + 10*time.Second
 
 // relayBound is how soon after a partial partition's cut a key homed
-// across it is lockable through the other side: the broken stream noticed
-// (TCP's user timeout, the transport's KeepaliveTimeout of 3 s),
-// RelayAfter (1 s), and the lock's own retries, with room for a loaded
-// host.
-const relayBound = 3*time.Second + time.Second + 4*time.Second
+// across it is lockable through the other side: RelayAfter (1 s) of
+// unanswered retransmissions on the stream across the cut, the stall
+// watcher's next reading (250 ms), and the lock's own retries, with room
+// for a loaded host. It is below what relays took before the watcher
+// (5.3-5.4 s: TCP's user timeout of 3 s broke the stream first).
+const relayBound = time.Second + 250*time.Millisecond + 2750*time.Millisecond
 
 // A node frozen whole by `docker pause` (the cgroup freezer: every thread
 // stops, the clocks do not), then one killed by `docker kill` and started
@@ -545,12 +546,12 @@ func TestDockerPartialPartition(t *testing.T) {
 		}
 	}
 	// Across the cut, through n3: n1 and n2 each relay what they cannot
-	// send themselves (transport.Config.RelayAfter). n1's stream to n2
-	// breaks on its first unanswered write (TCP's user timeout,
-	// KeepaliveTimeout, 3 s), its redial hangs, and a second later what n1
-	// sends n2 also goes to n3, which forwards it; n2's answers come back
-	// the same way. Before relays (2026-12-07) the key could not be locked
-	// through n1 until the cut healed.
+	// send themselves (transport.Config.RelayAfter). TCP retransmits n1's
+	// first write to n2 after the cut unanswered; once n2 has acknowledged
+	// nothing for a second, what n1 sends n2 also goes to n3, which
+	// forwards it; n2's answers come back the same way. Before relays
+	// (2026-12-07) the key could not be locked through n1 until the cut
+	// healed.
 	//
 	// Right after the cut n1 has not noticed it yet: listing n3 after n1
 	// gets the key through n3 once the home has been silent to n1 for a

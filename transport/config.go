@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/homelock/homelock/msg"
@@ -51,11 +52,14 @@ type Config struct {
 	KeepaliveTime    time.Duration
 	KeepaliveTimeout time.Duration
 
-	// RelayAfter is how long a peer's sender may go without an open stream
-	// before what is sent to that peer also goes through relays: up to two
-	// other peers, each with an open stream, whose own stream reaches the
-	// addressee, forward it (a partial partition, relay.go). Negative turns
-	// relaying off; this node still forwards for others.
+	// RelayAfter is how long a peer's sender may go without an open stream,
+	// or with one that TCP retransmits on while the peer acknowledges
+	// nothing (on Linux, read from TCP_INFO every quarter of it, at most
+	// 250 ms; stall.go), before what is sent to that peer also goes through
+	// relays: up to two other peers, each with an open stream, whose own
+	// stream reaches the addressee, forward it (a partial partition,
+	// relay.go). Negative turns relaying off; this node still forwards for
+	// others.
 	RelayAfter time.Duration
 	// ReconnectBase and ReconnectMax bound the exponential backoff between
 	// dials of a peer that is down.
@@ -65,6 +69,11 @@ type Config struct {
 	// Logger receives connection events; nil discards them. It is used as
 	// given: the caller names the component and node.
 	Logger *slog.Logger
+
+	// readStall reads a peer connection's TCP state for the stall watcher
+	// (ackSilence when nil); tests set it to stall a loopback connection,
+	// which no test without root can make TCP do.
+	readStall func(*net.TCPConn) (silent time.Duration, retransmitting, ok bool)
 }
 
 // DefaultConfig returns the defaults; NodeID and ListenAddr must still be set.

@@ -54,7 +54,10 @@
 // this node. Members let a joiner in only then (H28 in docs/design.md).
 // TLS is optional; with a client certificate configured it is mutual.
 //
-// A sender that has had no open stream to a peer for RelayAfter (1 s) also
+// A sender that has had no open stream to a peer for RelayAfter (1 s), or
+// whose stream the peer has acknowledged nothing on for RelayAfter while
+// TCP retransmits (a cut drops packets; TCP_INFO, read by a stall watcher,
+// says so long before TCP's user timeout breaks the connection), also
 // sends what it queues for that peer through up to two other peers (rpc
 // Relay), each of which writes it on its own stream to the addressee if
 // that stream is open and answers as the addressee (relay.go). That keeps

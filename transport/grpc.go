@@ -81,6 +81,9 @@ func NewGRPC(cfg Config, h Handler) (*GRPC, error) {
 		return nil, fmt.Errorf("%w: Handler is nil", ErrBadConfig)
 	}
 	cfg = cfg.withDefaults()
+	if cfg.readStall == nil {
+		cfg.readStall = ackSilence
+	}
 	serverTLS, clientTLS := cfg.ServerTLS, cfg.ClientTLS
 	if cfg.TLS != nil {
 		var err error
@@ -153,6 +156,10 @@ func NewGRPC(cfg Config, h Handler) (*GRPC, error) {
 	}
 	pb.RegisterTransportServer(g.srv, &receiver{g: g})
 	go func() { g.serveErr <- g.srv.Serve(lis) }()
+	if cfg.RelayAfter >= 0 {
+		g.wg.Add(1)
+		go g.watchStalls()
+	}
 	return g, nil
 }
 

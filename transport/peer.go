@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync/atomic"
 	"time"
 
@@ -76,27 +77,32 @@ type peer struct {
 	// sender stuck for RelayAfter has its envelopes sent through relays
 	// too.
 	stuckSince atomic.Int64
+	// stalledSince is when the peer last acknowledged anything on a
+	// connection that TCP is retransmitting on (Unix ns; 0 unless the stall
+	// watcher found it so for RelayAfter, stall.go). A stalled sender
+	// relays as a stuck one does.
+	stalledSince atomic.Int64
+	// sock is the TCP connection gRPC dialled last for this peer.
+	sock atomic.Pointer[net.TCPConn]
 }
 
 func newPeer(g *GRPC, to msg.Member, relay bool) (*peer, error) {
-	conn, err := g.dial(to.Addr)
+	p := &peer{
+		g:     g,
+		id:    to.ID,
+		addr:  to.Addr,
+		log:   g.log.With("peer", string(to.ID), "addr", to.Addr),
+		q:     make(chan outgoing, g.cfg.QueueLen),
+		relay: relay,
+	}
+	conn, err := g.dial(to.Addr, p.dialer())
 	if err != nil {
 		return nil, fmt.Errorf("transport: peer %s at %q: %w", to.ID, to.Addr, err)
 	}
+	p.conn, p.client = conn, pb.NewTransportClient(conn)
 	ctx, cancel := context.WithCancel(g.ctx)
-	ctx = metadata.AppendToOutgoingContext(ctx, senderMetadataKey, string(g.cfg.NodeID), bootMetadataKey, formatBoot(g.boot))
-	p := &peer{
-		g:      g,
-		id:     to.ID,
-		addr:   to.Addr,
-		log:    g.log.With("peer", string(to.ID), "addr", to.Addr),
-		q:      make(chan outgoing, g.cfg.QueueLen),
-		conn:   conn,
-		client: pb.NewTransportClient(conn),
-		ctx:    ctx,
-		cancel: cancel,
-		relay:  relay,
-	}
+	p.ctx = metadata.AppendToOutgoingContext(ctx, senderMetadataKey, string(g.cfg.NodeID), bootMetadataKey, formatBoot(g.boot))
+	p.cancel = cancel
 	if relay {
 		p.log = p.log.With("relay", true)
 	}
@@ -113,11 +119,12 @@ func (p *peer) enqueue(o outgoing) {
 	}
 }
 
-// dial makes a client connection to addr (it connects when first used).
-func (g *GRPC) dial(addr string) (*grpc.ClientConn, error) {
+// dial makes a client connection to addr (it connects when first used)
+// through dialer.
+func (g *GRPC) dial(addr string, dialer func(context.Context, string) (net.Conn, error)) (*grpc.ClientConn, error) {
 	// passthrough: the address is dialled as given, without a resolver
 	// goroutine or a DNS lookup on the send path.
-	return grpc.NewClient("passthrough:///"+addr, g.dialOpts...)
+	return grpc.NewClient("passthrough:///"+addr, append(g.dialOpts[:len(g.dialOpts):len(g.dialOpts)], grpc.WithContextDialer(dialer))...)
 }
 
 // stop ends the sender goroutine; it does not wait (GRPC.Close does).
@@ -188,7 +195,13 @@ func (p *peer) run() {
 				cur.cancel()
 				cur = nil
 			}
-			p.stuckSince.CompareAndSwap(0, time.Now().UnixNano())
+			// A stream that broke after it stalled has been of no use
+			// since the stall began.
+			start := p.stalledSince.Load()
+			if start == 0 {
+				start = time.Now().UnixNano()
+			}
+			p.stuckSince.CompareAndSwap(0, start)
 			s, err := p.open()
 			if err == nil {
 				p.stuckSince.Store(0)

@@ -19,8 +19,9 @@ import (
 // through the third), so the epoch keeps both, and without help every key
 // one of them homes could not be locked through the other until the cut
 // healed. A relay is that help: a sender that has had no open stream to a
-// peer for RelayAfter also sends what it queues for that peer to up to
-// maxRelays other peers, as a Relay call, and each writes it on its own
+// peer for RelayAfter, or whose stream TCP has retransmitted on unanswered
+// for RelayAfter (stall.go), also sends what it queues for that peer to up
+// to maxRelays other peers, as a Relay call, and each writes it on its own
 // stream to the addressee if that stream is open and the addressee answers
 // it there (the boot check of Reached, so a relay never forwards to an
 // address that reaches some other process). The reply comes back the same
@@ -41,10 +42,10 @@ import (
 const maxRelays = 2
 
 // relayIfStuck sends o through relays when p's sender has been without an
-// open stream for RelayAfter. The check costs one atomic load while the
-// stream is open.
+// open stream, or its stream stalled, for RelayAfter. The check costs two
+// atomic loads while the stream is open and answered.
 func (g *GRPC) relayIfStuck(p *peer, o outgoing) {
-	if since := p.stuckSince.Load(); since == 0 || !g.relayDue(since, time.Now().UnixNano()) {
+	if since := p.troubledSince(); since == 0 || !g.relayDue(since, time.Now().UnixNano()) {
 		return
 	}
 	for _, r := range g.pickRelays(p) {
@@ -55,21 +56,22 @@ func (g *GRPC) relayIfStuck(p *peer, o outgoing) {
 	}
 }
 
-// relayDue reports whether a sender stuck since since (Unix ns) relays at
-// now.
+// relayDue reports whether a sender stuck or stalled since since (Unix ns)
+// relays at now.
 func (g *GRPC) relayDue(since, now int64) bool {
 	return g.cfg.RelayAfter >= 0 && now-since >= int64(g.cfg.RelayAfter)
 }
 
 // Relaying reports the peers whose envelopes this node sends through relays
-// now: those its sender has had no open stream to for RelayAfter.
+// now: those its sender has had no open stream to, or a stalled one, for
+// RelayAfter.
 func (g *GRPC) Relaying() map[msg.NodeID]bool {
 	now := time.Now().UnixNano()
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	var out map[msg.NodeID]bool
 	for id, p := range g.peers {
-		if since := p.stuckSince.Load(); since != 0 && g.relayDue(since, now) {
+		if since := p.troubledSince(); since != 0 && g.relayDue(since, now) {
 			if out == nil {
 				out = make(map[msg.NodeID]bool)
 			}
@@ -80,7 +82,8 @@ func (g *GRPC) Relaying() map[msg.NodeID]bool {
 }
 
 // pickRelays returns up to maxRelays peers other than stuck whose streams
-// are open and answer as the process that streams to this node, in an
+// are open, not stalled, and answer as the process that streams to this
+// node, in an
 // order of their own per addressee, so that different addressees spread
 // over different relays while one addressee keeps its relays (and so its
 // order) as long as they stay usable.
@@ -92,7 +95,7 @@ func (g *GRPC) pickRelays(stuck *peer) []*peer {
 	g.mu.RLock()
 	cands := make([]ranked, 0, len(g.peers))
 	for _, r := range g.peers {
-		if r != stuck && r.stuckSince.Load() == 0 && g.answers(r) {
+		if r != stuck && r.troubledSince() == 0 && g.answers(r) {
 			cands = append(cands, ranked{xxhash.Sum64String(string(stuck.id) + "\x00" + string(r.id)), r})
 		}
 	}
@@ -140,8 +143,8 @@ func (g *GRPC) relaySender(r *peer) *peer {
 
 // Relay is the receiving end of a relay: each envelope, from the stream's
 // sender itself and addressed to another node, goes on this node's own
-// stream to that node when that stream is open and answers as the node;
-// otherwise it is dropped and counted.
+// stream to that node when that stream is open, not stalled, and answers
+// as the node; otherwise it is dropped and counted.
 func (r *receiver) Relay(s grpc.ClientStreamingServer[pb.Batch, pb.StreamSummary]) error {
 	g := r.g
 	from, _ := streamSender(s.Context())
@@ -168,7 +171,7 @@ func (g *GRPC) forward(from msg.NodeID, in inbound) {
 	g.mu.RLock()
 	p := g.peers[in.env.To]
 	g.mu.RUnlock()
-	if p == nil || p.stuckSince.Load() != 0 || !g.answers(p) {
+	if p == nil || p.troubledSince() != 0 || !g.answers(p) {
 		g.stats.relayDropped.Add(1)
 		return
 	}

@@ -108,7 +108,7 @@ func (p *peer) leaveGoneProcess(st *stream) bool {
 // redial replaces the peer's connection: a new stream on the old one could
 // still go to the gone process until gRPC notices its end.
 func (p *peer) redial() {
-	conn, err := p.g.dial(p.addr)
+	conn, err := p.g.dial(p.addr, p.dialer())
 	if err != nil {
 		p.log.Warn("transport: redial after the peer restarted", "err", err)
 		return

@@ -1,0 +1,108 @@
+package transport
+
+import (
+	"context"
+	"net"
+	"time"
+)
+
+// A cut rarely breaks a stream at once: the sender's writes land in the
+// socket's buffer, TCP retransmits them unanswered, and only the user
+// timeout (KeepaliveTimeout, 3 s) ends the connection. Until then the
+// sender has an open stream and would not relay, so relays would start
+// KeepaliveTimeout + RelayAfter into the cut. The stall watcher reads each
+// peer connection's TCP state instead: a connection that TCP is
+// retransmitting on, whose peer has acknowledged nothing for RelayAfter, is
+// stalled, and a stalled peer's envelopes go through relays as a stuck
+// one's do. A slow reader is not stalled (its kernel still acknowledges,
+// with a closed window), nor is a lossy link that recovers.
+
+// stallWatchEvery is how often the watcher reads the connections: a
+// quarter of RelayAfter, within [stallWatchMin, stallWatchMax], so a stall
+// is seen at most that long after it is due.
+func stallWatchEvery(relayAfter time.Duration) time.Duration {
+	return min(max(relayAfter/4, stallWatchMin), stallWatchMax)
+}
+
+const (
+	stallWatchMin = 50 * time.Millisecond
+	stallWatchMax = 250 * time.Millisecond
+)
+
+// dialer is the peer connection's dialer: the one gRPC uses by default
+// (keepalives left to the OS, which gRPC's keepalive pings make moot), and
+// it keeps the connection in p.sock for the stall watcher. A new
+// connection starts unstalled.
+func (p *peer) dialer() func(context.Context, string) (net.Conn, error) {
+	d := net.Dialer{KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: -1, Interval: -1, Count: -1}}
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if tc, ok := c.(*net.TCPConn); ok && err == nil {
+			p.sock.Store(tc)
+			p.stalledSince.Store(0)
+		}
+		return c, err
+	}
+}
+
+// watchStalls runs until Close, marking each peer stalled or not.
+func (g *GRPC) watchStalls() {
+	defer g.wg.Done()
+	t := time.NewTicker(stallWatchEvery(g.cfg.RelayAfter))
+	defer t.Stop()
+	var peers []*peer
+	for {
+		select {
+		case <-g.ctx.Done():
+			return
+		case now := <-t.C:
+			peers = peers[:0]
+			g.mu.RLock()
+			for _, p := range g.peers {
+				peers = append(peers, p)
+			}
+			g.mu.RUnlock()
+			for _, p := range peers {
+				p.checkStall(now, g.cfg.RelayAfter)
+			}
+			clear(peers)
+		}
+	}
+}
+
+// checkStall reads p's connection: stalled since its peer's last
+// acknowledgement if TCP is retransmitting and that was RelayAfter ago or
+// more; not stalled if TCP is not retransmitting or was answered since. A
+// reading that fails (no connection yet, or it closed) changes nothing: the
+// sender's own stuckSince takes over when it has to open a new stream.
+func (p *peer) checkStall(now time.Time, relayAfter time.Duration) {
+	tc := p.sock.Load()
+	if tc == nil {
+		return
+	}
+	silent, retransmitting, ok := p.g.cfg.readStall(tc)
+	if !ok {
+		return
+	}
+	if retransmitting && silent >= relayAfter {
+		p.stalledSince.CompareAndSwap(0, now.Add(-silent).UnixNano())
+		return
+	}
+	p.stalledSince.Store(0)
+}
+
+// troubledSince is when p's sender lost its stream or its stream stalled
+// (Unix ns), 0 while its stream is open and answered.
+func (p *peer) troubledSince() int64 {
+	if since := p.stuckSince.Load(); since != 0 {
+		return since
+	}
+	return p.stalledSince.Load()
+}
+
+// stallOf reads TCP_INFO's fields: unacked segments in flight, the
+// retransmission timeouts since the last forward progress, and the
+// milliseconds since the last acknowledgement.
+func stallOf(unacked uint32, retransmits uint8, lastAckMillis uint32) (silent time.Duration, retransmitting bool) {
+	return time.Duration(lastAckMillis) * time.Millisecond, unacked > 0 && retransmits > 0
+}
