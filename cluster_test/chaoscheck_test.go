@@ -266,6 +266,7 @@ func TestSectionLogLinesAfterExit(t *testing.T) {
 type chaosFault struct {
 	what       string
 	nodes      []int // the node it silences, or a cut link's two ends
+	link       bool  // a cut between nodes[0] and nodes[1] only
 	start, end time.Time
 }
 
@@ -286,12 +287,21 @@ func (l *faultLog) over(end time.Time) {
 	}
 }
 
+// relaySettle is how long into a cut link every lock must be granted
+// again, whichever nodes it goes through: each end relays through the
+// others once the other has acknowledged nothing for RelayAfter (1 s) and
+// the stall watcher has read it (250 ms), with room for a loaded host.
+const relaySettle = 2 * time.Second
+
 // elsewhere says what faults there were if a lock through node i on a key
-// homed at home, run from start to end, overlapped no fault, or one that
-// touched neither node; "" otherwise. One node paused, cut off, killed,
-// stopped, or cut from one peer, leaves the others a majority, so locks
-// between them must go on (two at once on three nodes leave none, and are
-// not judged). A second after the heal check passed is the fault's too.
+// homed at home, run from start to end, overlapped no fault, one that
+// touched neither node, or one cut link that had been cut for
+// relaySettle when the lock began; "" otherwise. One node paused, cut off,
+// killed, stopped, or cut from one peer, leaves the others a majority, so
+// locks between them must go on, and a cut link's two ends reach each
+// other through the rest (two faults at once on three nodes leave no
+// majority, and are not judged). A second after the heal check passed is
+// the fault's too.
 func (l *faultLog) elsewhere(i, home int, start, end time.Time) string {
 	var during []*chaosFault
 	for _, f := range l.faults {
@@ -304,6 +314,8 @@ func (l *faultLog) elsewhere(i, home int, start, end time.Time) string {
 		return ""
 	case len(during) == 0:
 		return "no fault"
+	case during[0].link && !start.Before(during[0].start.Add(relaySettle)):
+		return "only " + during[0].what + ", relayed"
 	case slices.Contains(during[0].nodes, i) || slices.Contains(during[0].nodes, home):
 		return ""
 	}
@@ -316,7 +328,7 @@ func TestFaultLogElsewhere(t *testing.T) {
 	var l faultLog
 	l.begin(&chaosFault{what: "pause n1", nodes: []int{0}}, at(10))
 	l.over(at(20))
-	l.begin(&chaosFault{what: "link n2-n3", nodes: []int{1, 2}}, at(30))
+	l.begin(&chaosFault{what: "link n2-n3", nodes: []int{1, 2}, link: true}, at(30))
 	l.begin(&chaosFault{what: "kill n4", nodes: []int{3}}, at(35))
 	l.over(at(40))
 	l.begin(&chaosFault{what: "cut n5", nodes: []int{4}}, at(50)) // still on
@@ -335,7 +347,10 @@ func TestFaultLogElsewhere(t *testing.T) {
 		{"within a second of the heal check", 0, 2, 20.5, 22, ""},
 		{"past that second", 0, 2, 21.5, 22, "no fault"},
 		{"through a cut link's end", 2, 0, 31, 33, ""},
+		{"across a cut link, before it settled", 2, 1, 31.9, 33, ""},
 		{"elsewhere during the link cut", 0, 4, 31, 33, "only link n2-n3"},
+		{"across a cut link once relayed", 2, 1, 32, 34, "only link n2-n3, relayed"},
+		{"through a cut link's end once relayed", 1, 0, 33, 34.9, "only link n2-n3, relayed"},
 		{"two faults at once", 0, 4, 34, 36, ""},
 		{"a fault still on", 0, 1, 60, 61, "only cut n5"},
 		{"through the node still cut", 4, 1, 60, 61, ""},
