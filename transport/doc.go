@@ -41,8 +41,10 @@
 // burst costs one write and a lone envelope crosses loopback in tens of
 // microseconds. SendBatch (the Batcher capability) queues several envelopes
 // as one slot, so the messages one protocol step makes for a peer leave in
-// one frame, whenever the sender goroutine wakes. A peer that is down is
-// redialled with exponential backoff (ReconnectBase to ReconnectMax) while
+// one frame, whenever the sender goroutine wakes. Peers are dialled
+// directly over TCP: HTTPS_PROXY and the like do not apply (gossip does
+// not use them either, and the stall watcher reads each peer connection's
+// own TCP state). A peer that is down is redialled with exponential backoff (ReconnectBase to ReconnectMax) while
 // Send keeps queueing and dropping. Each process has a random boot ID that
 // its streams carry both ways; when a stream comes in from a peer's process
 // other than the one this node's own stream reached, the sender drops that
