@@ -290,7 +290,8 @@ func (l *faultLog) over(end time.Time) {
 // relaySettle is how long into a cut link every lock must be granted
 // again, whichever nodes it goes through: each end relays through the
 // others once the other has acknowledged nothing for RelayAfter (1 s) and
-// the stall watcher has read it (250 ms), with room for a loaded host.
+// the sender has read that as it writes (within 250 ms), with room for a
+// loaded host.
 const relaySettle = 2 * time.Second
 
 // elsewhere says what faults there were if a lock through node i on a key

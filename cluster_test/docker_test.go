@@ -301,10 +301,11 @@ const healBound = 2*time.Second + 2*time.Second + 250*time.Millisecond + 10*time
 
 // relayBound is how soon after a partial partition's cut a key homed
 // across it is lockable through the other side: RelayAfter (1 s) of
-// unanswered retransmissions on the stream across the cut, the stall
-// watcher's next reading (250 ms), and the lock's own retries, with room
-// for a loaded host. It is below what relays took before the watcher
-// (5.3-5.4 s: TCP's user timeout of 3 s broke the stream first).
+// unanswered retransmissions on the stream across the cut, the sender's
+// next reading of that as it writes (within 250 ms), and the lock's own
+// retries, with room for a loaded host. It is below what relays took
+// before that reading (5.3-5.4 s: TCP's user timeout of 3 s broke the
+// stream first).
 const relayBound = time.Second + 250*time.Millisecond + 2750*time.Millisecond
 
 // A node frozen whole by `docker pause` (the cgroup freezer: every thread

@@ -54,8 +54,8 @@ type Config struct {
 
 	// RelayAfter is how long a peer's sender may go without an open stream,
 	// or with one that TCP retransmits on while the peer acknowledges
-	// nothing (on Linux, read from TCP_INFO every quarter of it, at most
-	// 250 ms; stall.go), before what is sent to that peer also goes through
+	// nothing (on Linux, read from TCP_INFO as the sender writes, at most
+	// every quarter of RelayAfter, within 50 to 250 ms; stall.go), before what is sent to that peer also goes through
 	// relays: up to two other peers, each with an open stream, whose own
 	// stream reaches the addressee, forward it (a partial partition,
 	// relay.go). Negative turns relaying off; this node still forwards for
@@ -70,7 +70,7 @@ type Config struct {
 	// given: the caller names the component and node.
 	Logger *slog.Logger
 
-	// readStall reads a peer connection's TCP state for the stall watcher
+	// readStall reads a peer connection's TCP state for the stall check
 	// (ackSilence when nil); tests set it to stall a loopback connection,
 	// which no test without root can make TCP do.
 	readStall func(*net.TCPConn) (silent time.Duration, retransmitting, ok bool)

@@ -43,7 +43,7 @@
 // as one slot, so the messages one protocol step makes for a peer leave in
 // one frame, whenever the sender goroutine wakes. Peers are dialled
 // directly over TCP: HTTPS_PROXY and the like do not apply (gossip does
-// not use them either, and the stall watcher reads each peer connection's
+// not use them either, and the stall check reads each peer connection's
 // own TCP state). A peer that is down is redialled with exponential backoff (ReconnectBase to ReconnectMax) while
 // Send keeps queueing and dropping. Each process has a random boot ID that
 // its streams carry both ways; when a stream comes in from a peer's process
@@ -58,8 +58,9 @@
 //
 // A sender that has had no open stream to a peer for RelayAfter (1 s), or
 // whose stream the peer has acknowledged nothing on for RelayAfter while
-// TCP retransmits (a cut drops packets; TCP_INFO, read by a stall watcher,
-// says so long before TCP's user timeout breaks the connection), also
+// TCP retransmits (a cut drops packets; TCP_INFO, which the sender reads
+// as it writes, says so long before TCP's user timeout breaks the
+// connection), also
 // sends what it queues for that peer through up to two other peers (rpc
 // Relay), each of which writes it on its own stream to the addressee if
 // that stream is open and answers as the addressee (relay.go). That keeps

@@ -156,10 +156,6 @@ func NewGRPC(cfg Config, h Handler) (*GRPC, error) {
 	}
 	pb.RegisterTransportServer(g.srv, &receiver{g: g})
 	go func() { g.serveErr <- g.srv.Serve(lis) }()
-	if cfg.RelayAfter >= 0 {
-		g.wg.Add(1)
-		go g.watchStalls()
-	}
 	return g, nil
 }
 

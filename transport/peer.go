@@ -78,11 +78,12 @@ type peer struct {
 	// too.
 	stuckSince atomic.Int64
 	// stalledSince is when the peer last acknowledged anything on a
-	// connection that TCP is retransmitting on (Unix ns; 0 unless the stall
-	// watcher found it so for RelayAfter, stall.go). A stalled sender
-	// relays as a stuck one does.
+	// connection that TCP is retransmitting on (Unix ns; 0 unless the
+	// sender's last check found it so for RelayAfter, stall.go). A stalled
+	// sender relays as a stuck one does.
 	stalledSince atomic.Int64
-	// sock is the TCP connection gRPC dialled last for this peer.
+	// sock is the TCP connection gRPC dialled last for this peer (the
+	// sender goroutine reads it; the dialer runs on gRPC's).
 	sock atomic.Pointer[net.TCPConn]
 }
 
@@ -167,6 +168,7 @@ func (p *peer) run() {
 		opened  int
 		backoff = p.g.cfg.ReconnectBase
 		frame   outFrame
+		checked time.Time // the last stall check
 	)
 	defer func() {
 		if cur != nil {
@@ -228,6 +230,7 @@ func (p *peer) run() {
 		}
 
 		frame = batch
+		p.checkStallDue(&checked)
 		if err := cur.s.SendMsg(&frame); err != nil {
 			p.log.Debug("transport: stream to peer broke", "err", err, "lost", len(batch))
 			p.g.stats.lost.Add(uint64(len(batch)))

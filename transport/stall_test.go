@@ -32,11 +32,11 @@ func TestStallOf(t *testing.T) {
 	}
 }
 
-func TestStallWatchEvery(t *testing.T) {
-	require.Equal(t, 250*time.Millisecond, stallWatchEvery(time.Second))
-	require.Equal(t, 250*time.Millisecond, stallWatchEvery(time.Minute))
-	require.Equal(t, 100*time.Millisecond, stallWatchEvery(400*time.Millisecond))
-	require.Equal(t, 50*time.Millisecond, stallWatchEvery(10*time.Millisecond))
+func TestStallCheckEvery(t *testing.T) {
+	require.Equal(t, 250*time.Millisecond, stallCheckEvery(time.Second))
+	require.Equal(t, 250*time.Millisecond, stallCheckEvery(time.Minute))
+	require.Equal(t, 100*time.Millisecond, stallCheckEvery(400*time.Millisecond))
+	require.Equal(t, 50*time.Millisecond, stallCheckEvery(10*time.Millisecond))
 }
 
 // A peer is stalled since its last acknowledgement once TCP retransmits
@@ -109,12 +109,13 @@ func (f *fakeStall) read(tc *net.TCPConn) (time.Duration, bool, bool) {
 	return 0, false, true
 }
 
-// A stalled stream relays while it stays open: what a sender writes to a
-// peer whose connection TCP has been retransmitting on, unanswered, for
-// RelayAfter goes on that stream and through a relay too, and stops going
-// through the relay once the connection is answered again. A stream that
-// then breaks counts as stuck since the stall began, so the relaying goes
-// on without a second RelayAfter.
+// A stalled stream relays while it stays open: once the sender, writing
+// to a peer whose connection TCP has been retransmitting on, unanswered,
+// for RelayAfter, has read that, what it sends goes on that stream and
+// through a relay too, and stops going through the relay once a write
+// finds the connection answered again. A stream that then breaks counts as
+// stuck since the stall began, so the relaying goes on without a second
+// RelayAfter.
 func TestGRPCRelaysAroundAStall(t *testing.T) {
 	b, c := newGRPCNode(t, "b", nil), newGRPCNode(t, "c", nil)
 	stall := &fakeStall{addr: b.self.Addr}
@@ -132,35 +133,57 @@ func TestGRPCRelaysAroundAStall(t *testing.T) {
 		return a.t.Reached(c.self) && c.t.Reached(b.self)
 	})
 
+	// An idle sender reads nothing: the stall shows once a writes.
 	stall.on.Store(true)
-	waitFor(t, 5*time.Second, "a relaying to b", func() bool { return a.t.Relaying()["b"] })
-	require.Zero(t, stuckFor(a.t, "b"), "a's stream to b is still open")
-	for n := uint64(1); n <= 10; n++ {
-		require.NoError(t, a.t.Send(b.self, numbered(a.self, "b", n)))
+	time.Sleep(2 * stallCheckEvery(100*time.Millisecond))
+	require.Empty(t, a.t.Relaying(), "a has written nothing to b since the stall")
+	next := uint64(1)
+	sendUntil := func(what string, ok func() bool) {
+		t.Helper()
+		waitFor(t, 5*time.Second, what, func() bool {
+			require.NoError(t, a.t.Send(b.self, numbered(a.self, "b", next)))
+			next++
+			return ok()
+		})
 	}
-	got := from(b.in.waitLen(t, 22, 5*time.Second), "a")
-	require.Len(t, got, 21, "each of the ten on a's own stream and through c")
-	require.Equal(t, uint64(10), a.t.Stats().Relayed)
-	require.Equal(t, uint64(10), c.t.Stats().Forwarded)
+	sendUntil("a relaying to b", func() bool { return a.t.Relaying()["b"] })
+	require.Zero(t, stuckFor(a.t, "b"), "a's stream to b is still open")
+	// Those sent before a's send path saw the stall went on a's stream
+	// alone; the last of them may have gone through c too.
+	relayed := a.t.Stats().Relayed
+	require.LessOrEqual(t, relayed, uint64(1))
+	for range 10 {
+		require.NoError(t, a.t.Send(b.self, numbered(a.self, "b", next)))
+		next++
+	}
+	want := int(next) + int(relayed) + 10 // the first, 0, included
+	got := from(b.in.waitLen(t, want+1, 5*time.Second), "a")
+	require.Len(t, got, want, "each of the last ten on a's own stream and through c")
+	require.Equal(t, relayed+10, a.t.Stats().Relayed)
+	require.Equal(t, relayed+10, c.t.Stats().Forwarded)
 
 	stall.on.Store(false)
-	waitFor(t, 5*time.Second, "a no longer relaying to b", func() bool { return len(a.t.Relaying()) == 0 })
-	require.NoError(t, a.t.Send(b.self, numbered(a.self, "b", 11)))
-	b.in.waitLen(t, 23, 5*time.Second)
-	b.in.quiet(t, 23, 200*time.Millisecond)
-	require.Equal(t, uint64(10), a.t.Stats().Relayed)
+	relayed += 10
+	sent := next
+	sendUntil("a no longer relaying to b", func() bool { return len(a.t.Relaying()) == 0 })
+	// Until a write found the connection answered, what a sent went
+	// through c too.
+	more := a.t.Stats().Relayed - relayed
+	require.LessOrEqual(t, more, next-sent)
+	want += int(next-sent) + int(more)
+	b.in.waitLen(t, want+1, 5*time.Second)
+	require.NoError(t, a.t.Send(b.self, numbered(a.self, "b", next)))
+	next++
+	b.in.waitLen(t, want+2, 5*time.Second)
+	b.in.quiet(t, want+2, 200*time.Millisecond)
+	require.Equal(t, relayed+more, a.t.Stats().Relayed, "nothing through c once the stall is over")
 
 	// The stall again, and then b's process gone: a's sender, finding its
 	// stream broken, is stuck since the stall's start, a minute ago.
 	stall.on.Store(true)
-	waitFor(t, 5*time.Second, "a relaying to b again", func() bool { return a.t.Relaying()["b"] })
+	sendUntil("a relaying to b again", func() bool { return a.t.Relaying()["b"] })
 	require.NoError(t, b.t.Close())
 	// The sender finds the stream broken when it next has one to write.
-	next := uint64(12)
-	waitFor(t, 5*time.Second, "a's sender to b stuck", func() bool {
-		require.NoError(t, a.t.Send(b.self, numbered(a.self, "b", next)))
-		next++
-		return stuckFor(a.t, "b") > 0
-	})
+	sendUntil("a's sender to b stuck", func() bool { return stuckFor(a.t, "b") > 0 })
 	require.Greater(t, stuckFor(a.t, "b"), 50*time.Second)
 }
