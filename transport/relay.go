@@ -83,10 +83,9 @@ func (g *GRPC) Relaying() map[msg.NodeID]bool {
 
 // pickRelays returns up to maxRelays peers other than stuck whose streams
 // are open, not stalled, and answer as the process that streams to this
-// node, in an
-// order of their own per addressee, so that different addressees spread
-// over different relays while one addressee keeps its relays (and so its
-// order) as long as they stay usable.
+// node, in an order of their own per addressee, so that different
+// addressees spread over different relays while one addressee keeps its
+// relays (and so its order) as long as they stay usable.
 func (g *GRPC) pickRelays(stuck *peer) []*peer {
 	type ranked struct {
 		rank uint64

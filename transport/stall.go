@@ -43,7 +43,7 @@ func (p *peer) dialer() func(context.Context, string) (net.Conn, error) {
 	d := net.Dialer{KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: -1, Interval: -1, Count: -1}}
 	return func(ctx context.Context, addr string) (net.Conn, error) {
 		c, err := d.DialContext(ctx, "tcp", addr)
-		if tc, ok := c.(*net.TCPConn); ok && err == nil {
+		if tc, ok := c.(*net.TCPConn); ok {
 			p.sock.Store(tc)
 			p.stalledSince.Store(0)
 		}
