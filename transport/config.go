@@ -58,8 +58,11 @@ type Config struct {
 	// every quarter of RelayAfter, within 50 to 250 ms; stall.go), before what is sent to that peer also goes through
 	// relays: up to two other peers, each with an open stream, whose own
 	// stream reaches the addressee, forward it (a partial partition,
-	// relay.go). Negative turns relaying off; this node still forwards for
-	// others.
+	// relay.go). For RelayAfter after a peer's envelope came through a
+	// relay, what is sent to that peer goes through relays too. Negative
+	// turns relaying off; this node still forwards for others. A node
+	// passes a quarter of its MaxLease, at most a second: a held section's
+	// renewal has half a lease to go through relays and come back.
 	RelayAfter time.Duration
 	// ReconnectBase and ReconnectMax bound the exponential backoff between
 	// dials of a peer that is down.

@@ -56,14 +56,17 @@
 // this node. Members let a joiner in only then (H28 in docs/design.md).
 // TLS is optional; with a client certificate configured it is mutual.
 //
-// A sender that has had no open stream to a peer for RelayAfter (1 s), or
-// whose stream the peer has acknowledged nothing on for RelayAfter while
-// TCP retransmits (a cut drops packets; TCP_INFO, which the sender reads
-// as it writes, says so long before TCP's user timeout breaks the
-// connection), also
-// sends what it queues for that peer through up to two other peers (rpc
-// Relay), each of which writes it on its own stream to the addressee if
-// that stream is open and answers as the addressee (relay.go). That keeps
+// A sender that has had no open stream to a peer for RelayAfter (1 s by
+// default; a node passes a quarter of its MaxLease), or whose stream the
+// peer has acknowledged nothing on for RelayAfter while TCP retransmits (a
+// cut drops packets; TCP_INFO, which the sender reads as it writes, says
+// so long before TCP's user timeout breaks the connection), also sends
+// what it holds and queues for that peer through up to two other peers
+// (rpc Relay), each of which writes it on its own stream to the addressee
+// if that stream is open and answers as the addressee (relay.go). What a
+// node sends a peer whose envelopes came relayed within RelayAfter goes
+// through relays too: the cut is most often both ways, and the answer
+// must not wait for this node's own sender to notice. That keeps
 // the keys two nodes cut from each other home lockable through the other in
 // a partial partition, where membership keeps both. A relayed envelope is
 // forwarded once; to the protocol it is a message delayed, duplicated or

@@ -235,15 +235,21 @@ func (g *GRPC) peer(to msg.Member) (*peer, error) {
 	if g.closed {
 		return nil, ErrClosed
 	}
-	if p, ok := g.peers[to.ID]; ok {
-		if p.addr == to.Addr {
-			return p, nil
+	old := g.peers[to.ID]
+	if old != nil {
+		if old.addr == to.Addr {
+			return old, nil
 		}
-		p.stop()
+		old.stop()
 	}
 	p, err := newPeer(g, to, false)
 	if err != nil {
 		return nil, err
+	}
+	if old != nil {
+		// The peer's relaying to this node is about the node, not its
+		// address.
+		p.relayedIn.Store(old.relayedIn.Load())
 	}
 	g.peers[to.ID] = p
 	return p, nil

@@ -82,6 +82,12 @@ type peer struct {
 	// sender's last check found it so for RelayAfter, stall.go). A stalled
 	// sender relays as a stuck one does.
 	stalledSince atomic.Int64
+	// relayedIn is when an envelope from this peer last arrived through a
+	// relay (Unix ns; 0: not within RelayAfter, as far as the sender last
+	// looked). A peer that relays to this node cannot reach it directly,
+	// and most likely this node cannot reach it either, so for RelayAfter
+	// what is sent to it goes through relays as well (relay.go).
+	relayedIn atomic.Int64
 	// sock is the TCP connection gRPC dialled last for this peer (the
 	// sender goroutine reads it; the dialer runs on gRPC's).
 	sock atomic.Pointer[net.TCPConn]
@@ -230,7 +236,14 @@ func (p *peer) run() {
 		}
 
 		frame = batch
-		p.checkStallDue(&checked)
+		if p.checkStallDue(&checked) {
+			// Send relayed none of these: they were queued before the
+			// stall was seen. The first of them is often the one that
+			// cannot wait (a renewal with half a lease left).
+			for _, o := range pending {
+				p.g.relayIfStuck(p, o)
+			}
+		}
 		if err := cur.s.SendMsg(&frame); err != nil {
 			p.log.Debug("transport: stream to peer broke", "err", err, "lost", len(batch))
 			p.g.stats.lost.Add(uint64(len(batch)))

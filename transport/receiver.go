@@ -107,6 +107,11 @@ func (g *GRPC) deliverFrame(from msg.NodeID, slot *senderSlot, gen uint64, frame
 			continue
 		}
 		g.stats.received(in.env.Body.Kind(), in.size)
+		if in.env.From.ID != from {
+			// Only a relay writes another node's envelopes on its
+			// stream (relay.go).
+			g.heardRelayed(in.env.From.ID)
+		}
 		g.handler(in.env)
 	}
 	return true

@@ -42,10 +42,15 @@ import (
 const maxRelays = 2
 
 // relayIfStuck sends o through relays when p's sender has been without an
-// open stream, or its stream stalled, for RelayAfter. The check costs two
-// atomic loads while the stream is open and answered.
+// open stream, or its stream stalled, for RelayAfter, or when p relayed to
+// this node within RelayAfter. The check costs three atomic loads while the
+// stream is open and answered and nothing came relayed.
 func (g *GRPC) relayIfStuck(p *peer, o outgoing) {
-	if since := p.troubledSince(); since == 0 || !g.relayDue(since, time.Now().UnixNano()) {
+	since, in := p.troubledSince(), p.relayedIn.Load()
+	if since == 0 && in == 0 {
+		return
+	}
+	if now := time.Now().UnixNano(); !g.relayDue(since, now) && !g.answerRelayed(p, in, now) {
 		return
 	}
 	for _, r := range g.pickRelays(p) {
@@ -56,22 +61,51 @@ func (g *GRPC) relayIfStuck(p *peer, o outgoing) {
 	}
 }
 
-// relayDue reports whether a sender stuck or stalled since since (Unix ns)
-// relays at now.
+// relayDue reports whether a sender stuck or stalled since since (Unix ns;
+// 0: neither) relays at now.
 func (g *GRPC) relayDue(since, now int64) bool {
-	return g.cfg.RelayAfter >= 0 && now-since >= int64(g.cfg.RelayAfter)
+	return since != 0 && g.cfg.RelayAfter >= 0 && now-since >= int64(g.cfg.RelayAfter)
+}
+
+// answerRelayed reports whether what this node sends p goes through relays
+// because p's envelopes came relayed at in (Unix ns; 0: none), within
+// RelayAfter of now. A cut is most often both ways, and this node's own
+// sender sees it only RelayAfter after its first unanswered write: without
+// this, an answer to a relayed request (a lease renewal above all, which
+// has half a lease to come back) would wait that long again. Once the
+// window has passed, in is cleared, so that the send path is back to its
+// atomic loads.
+func (g *GRPC) answerRelayed(p *peer, in, now int64) bool {
+	if in == 0 || g.cfg.RelayAfter < 0 {
+		return false
+	}
+	if now-in < int64(g.cfg.RelayAfter) {
+		return true
+	}
+	p.relayedIn.CompareAndSwap(in, 0)
+	return false
+}
+
+// heardRelayed notes that an envelope from id arrived through a relay.
+func (g *GRPC) heardRelayed(id msg.NodeID) {
+	g.mu.RLock()
+	p := g.peers[id]
+	g.mu.RUnlock()
+	if p != nil {
+		p.relayedIn.Store(time.Now().UnixNano())
+	}
 }
 
 // Relaying reports the peers whose envelopes this node sends through relays
 // now: those its sender has had no open stream to, or a stalled one, for
-// RelayAfter.
+// RelayAfter, and those whose own envelopes came relayed within RelayAfter.
 func (g *GRPC) Relaying() map[msg.NodeID]bool {
 	now := time.Now().UnixNano()
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	var out map[msg.NodeID]bool
 	for id, p := range g.peers {
-		if since := p.troubledSince(); since != 0 && g.relayDue(since, now) {
+		if g.relayDue(p.troubledSince(), now) || g.answerRelayed(p, p.relayedIn.Load(), now) {
 			if out == nil {
 				out = make(map[msg.NodeID]bool)
 			}

@@ -72,6 +72,65 @@ func TestGRPCRelaysAroundACut(t *testing.T) {
 	b.in.quiet(t, 11, 200*time.Millisecond)
 }
 
+// A node that receives a peer's envelopes through a relay answers that peer
+// through relays too, at once, though its own stream to the peer looks
+// open or has been stuck for less than RelayAfter: a cut is most often both
+// ways, and an answer with half a lease to come back cannot wait for this
+// node's own sender to notice. The window ends RelayAfter after the last
+// relayed envelope, and a new address for the peer keeps it.
+func TestGRPCAnswersRelayedEnvelopesThroughRelays(t *testing.T) {
+	const relayAfter = time.Second
+	mod := func(cfg *Config) { cfg.RelayAfter = relayAfter }
+	a, b, c := newGRPCNode(t, "a", mod), newGRPCNode(t, "b", mod), newGRPCNode(t, "c", mod)
+	defer closeAll(t, a.t, b.t, c.t)
+	for _, p := range [][2]*grpcNode{{a, b}, {b, a}, {a, c}, {b, c}, {c, a}, {c, b}} {
+		require.NoError(t, p[0].t.Send(p[1].self, numbered(p[0].self, p[1].self.ID, 0)))
+	}
+	a.in.waitLen(t, 2, 5*time.Second)
+	b.in.waitLen(t, 2, 5*time.Second)
+	c.in.waitLen(t, 2, 5*time.Second)
+	waitFor(t, 5*time.Second, "every link shown reached", func() bool {
+		return c.t.Reached(a.self) && c.t.Reached(b.self) && a.t.Reached(c.self) && b.t.Reached(c.self) && b.t.Reached(a.self)
+	})
+
+	// a is cut from b; b's stream to a still looks open.
+	bAtCut := b.self
+	bAtCut.Addr = deafListener(t)
+	require.NoError(t, a.t.Send(bAtCut, numbered(a.self, "b", 1)))
+	waitFor(t, 5*time.Second, "a's sender to b stuck for RelayAfter", func() bool { return stuckFor(a.t, "b") > relayAfter })
+	require.Empty(t, b.t.Relaying(), "b before anything came relayed")
+	require.NoError(t, a.t.Send(bAtCut, numbered(a.self, "b", 2)))
+	require.Len(t, from(b.in.waitLen(t, 3, 5*time.Second), "a"), 2, "a's second envelope, through c")
+	require.Zero(t, b.t.Stats().Relayed)
+
+	// b answers on its open stream and through c: a gets it twice.
+	require.Equal(t, map[msg.NodeID]bool{"a": true}, b.t.Relaying())
+	require.NoError(t, b.t.Send(a.self, numbered(b.self, "a", 1)))
+	require.Len(t, from(a.in.waitLen(t, 4, 5*time.Second), "b"), 3)
+	require.Equal(t, uint64(1), b.t.Stats().Relayed)
+
+	// RelayAfter after a's last relayed envelope, b's own sender decides
+	// again: its envelope goes on its open stream alone.
+	time.Sleep(relayAfter)
+	require.Empty(t, b.t.Relaying())
+	require.NoError(t, b.t.Send(a.self, numbered(b.self, "a", 2)))
+	require.Len(t, from(a.in.waitLen(t, 5, 5*time.Second), "b"), 4)
+	require.Equal(t, uint64(1), b.t.Stats().Relayed)
+
+	// Relayed again, b answers a at a new address, whose stream it has not
+	// had for RelayAfter: through c at once.
+	require.NoError(t, a.t.Send(bAtCut, numbered(a.self, "b", 3)))
+	require.Len(t, from(b.in.waitLen(t, 4, 5*time.Second), "a"), 3)
+	aAtCut := a.self
+	aAtCut.Addr = deafListener(t)
+	require.NoError(t, b.t.Send(aAtCut, numbered(b.self, "a", 3)))
+	require.Len(t, from(a.in.waitLen(t, 6, 5*time.Second), "b"), 5)
+	require.Less(t, stuckFor(b.t, "a"), relayAfter)
+	require.Equal(t, uint64(2), b.t.Stats().Relayed)
+	require.Equal(t, uint64(4), c.t.Stats().Forwarded)
+	a.in.quiet(t, 6, 200*time.Millisecond)
+}
+
 // With RelayAfter negative a sender never relays: a stuck peer's envelopes
 // wait in its queue, as before relays.
 func TestGRPCRelayOff(t *testing.T) {

@@ -52,39 +52,41 @@ func (p *peer) dialer() func(context.Context, string) (net.Conn, error) {
 }
 
 // checkStallDue calls checkStall if the sender last did at least
-// stallCheckEvery ago (*last; updated). Relay senders and a transport that
-// does not relay never check.
-func (p *peer) checkStallDue(last *time.Time) {
+// stallCheckEvery ago (*last; updated), and reports whether it found the
+// peer newly stalled. Relay senders and a transport that does not relay
+// never check.
+func (p *peer) checkStallDue(last *time.Time) bool {
 	if p.relay || p.g.cfg.RelayAfter < 0 {
-		return
+		return false
 	}
 	now := time.Now()
 	if now.Sub(*last) < stallCheckEvery(p.g.cfg.RelayAfter) {
-		return
+		return false
 	}
 	*last = now
-	p.checkStall(now, p.g.cfg.RelayAfter)
+	return p.checkStall(now, p.g.cfg.RelayAfter)
 }
 
 // checkStall reads p's connection: stalled since its peer's last
 // acknowledgement if TCP is retransmitting and that was RelayAfter ago or
 // more; not stalled if TCP is not retransmitting or was answered since. A
 // reading that fails (no connection yet, or it closed) changes nothing: the
-// sender's own stuckSince takes over when it has to open a new stream.
-func (p *peer) checkStall(now time.Time, relayAfter time.Duration) {
+// sender's own stuckSince takes over when it has to open a new stream. It
+// reports whether p was not stalled before and is now.
+func (p *peer) checkStall(now time.Time, relayAfter time.Duration) (newly bool) {
 	tc := p.sock.Load()
 	if tc == nil {
-		return
+		return false
 	}
 	silent, retransmitting, ok := p.g.cfg.readStall(tc)
 	if !ok {
-		return
+		return false
 	}
 	if retransmitting && silent >= relayAfter {
-		p.stalledSince.CompareAndSwap(0, now.Add(-silent).UnixNano())
-		return
+		return p.stalledSince.CompareAndSwap(0, now.Add(-silent).UnixNano())
 	}
 	p.stalledSince.Store(0)
+	return false
 }
 
 // troubledSince is when p's sender lost its stream or its stream stalled

@@ -46,7 +46,8 @@ type Stats struct {
 	Reconnects uint64
 	// Relayed counts envelopes this node sent through relays (once per
 	// relay), beside its own stream, to a peer it had been unable to open
-	// a stream to for RelayAfter; Forwarded counts envelopes it relayed for
+	// a stream to, or whose stream stalled, for RelayAfter, or whose own
+	// envelopes came relayed within RelayAfter; Forwarded counts envelopes it relayed for
 	// others, and
 	// RelayDropped those it could not, not reaching the addressee itself
 	// (relay.go). Each relayed envelope is also in Sent, once per stream
