@@ -60,7 +60,7 @@ func NewCollector(n *Node) *Collector {
 		{d("unused_grants_total", "Grants given back unused (late, recalled or withdrawn)."), func(s *Stats) float64 { return float64(s.Unused) }},
 		{d("dropped_messages_total", "Messages dropped on full peer queues."), func(s *Stats) float64 { return float64(s.Dropped) }},
 		{d("lost_streams_total", "Peer streams that failed."), func(s *Stats) float64 { return float64(s.Lost) }},
-		{d("relayed_messages_total", "Messages sent through another member to a peer this node had no stream to, or one the peer stopped acknowledging."), func(s *Stats) float64 { return float64(s.Relayed) }},
+		{d("relayed_messages_total", "Messages sent through another member to a peer this node had no stream to, or one the peer stopped acknowledging, or whose own messages came relayed."), func(s *Stats) float64 { return float64(s.Relayed) }},
 		{d("forwarded_messages_total", "Messages forwarded for another member that had no stream to their addressee."), func(s *Stats) float64 { return float64(s.Forwarded) }},
 		{d("relay_dropped_messages_total", "Messages given to this node to forward that it could not, having no stream to their addressee either."), func(s *Stats) float64 { return float64(s.RelayDropped) }},
 		{d("inbox_full_total", "Received messages that found the inbox full, their stream made to wait."), func(s *Stats) float64 { return float64(s.InboxFull) }},

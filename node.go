@@ -320,6 +320,7 @@ func (n *Node) startTransport() error {
 	}
 	g, err := transport.NewGRPC(transport.Config{
 		NodeID: n.self.ID, ListenAddr: n.cfg.GRPCAddr, TLS: n.cfg.TLS, Logger: n.cfg.logger("transport"),
+		RelayAfter: n.cfg.relayAfter(),
 	}, n.receive)
 	if err != nil {
 		return fmt.Errorf("homelock: start gRPC transport on %s: %w", n.cfg.GRPCAddr, err)

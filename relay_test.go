@@ -2,6 +2,7 @@ package homelock
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -40,34 +41,49 @@ func (c *cutTransport) SendBatch(to msg.Member, envs []msg.Envelope) error {
 
 func (c *cutTransport) Reached(to msg.Member) bool { return c.GRPC.Reached(c.route(to)) }
 
-// TestPartialPartitionRelays: n1 and n2 cannot reach each other on the
-// lock protocol's transport while both reach n3 (and gossip, through n3's
-// indirect probes, keeps both alive, so the epoch keeps all three). The
-// keys each of n1 and n2 homes stay lockable through the other, relayed by
-// n3 (each side relays RelayAfter after its first send found no stream:
-// about 2 s here), and the epoch does not change.
-func TestPartialPartitionRelays(t *testing.T) {
-	var cut atomic.Bool
+// cutCluster is three nodes on loopback whose gRPC link between n1 and n2
+// cut cuts, each with the transport Open would give it (RelayAfter
+// included) under a cutTransport.
+type cutCluster struct {
+	*cluster
+	cut   atomic.Bool
+	grpcs map[string]*transport.GRPC // by node ID; filled before Open returns
+}
+
+func newCutCluster(t *testing.T, timings func(*Config)) *cutCluster {
+	cc := &cutCluster{grpcs: map[string]*transport.GRPC{}}
 	var mu sync.Mutex // the nodes open at once
-	grpcs := map[string]*transport.GRPC{}
 	peerOf := map[string]msg.NodeID{"n1": "n2", "n2": "n1"}
-	c := newCluster(t, 3, func(cfg *Config) {
-		longLeases(cfg)
+	cc.cluster = newCluster(t, 3, func(cfg *Config) {
+		timings(cfg)
 		cfg.AdvertiseAddr = freeAddr(t)
-		id := cfg.NodeID
+		id, relayAfter := cfg.NodeID, cfg.relayAfter()
 		deaf := deafAddr(t)
 		cfg.Transport = func(self msg.Member, h transport.Handler) (transport.Transport, error) {
-			g, err := transport.NewGRPC(transport.Config{NodeID: self.ID, ListenAddr: self.Addr}, h)
+			g, err := transport.NewGRPC(transport.Config{NodeID: self.ID, ListenAddr: self.Addr, RelayAfter: relayAfter}, h)
 			if err != nil {
 				return nil, err
 			}
 			mu.Lock()
-			grpcs[id] = g
+			cc.grpcs[id] = g
 			mu.Unlock()
-			return &cutTransport{GRPC: g, peer: peerOf[id], deaf: deaf, cut: &cut}, nil
+			return &cutTransport{GRPC: g, peer: peerOf[id], deaf: deaf, cut: &cc.cut}, nil
 		}
 	})
-	c.waitAvailable()
+	cc.waitAvailable()
+	return cc
+}
+
+// TestPartialPartitionRelays: n1 and n2 cannot reach each other on the
+// lock protocol's transport while both reach n3 (and gossip, through n3's
+// indirect probes, keeps both alive, so the epoch keeps all three). The
+// keys each of n1 and n2 homes stay lockable through the other, relayed by
+// n3 (each side relays RelayAfter after its first send found no stream,
+// half a second here, and answers what came relayed through relays at
+// once), and the epoch does not change.
+func TestPartialPartitionRelays(t *testing.T) {
+	c := newCutCluster(t, longLeases)
+	cut, grpcs := &c.cut, c.grpcs
 	atN2, atN1 := c.keyHomedAt(1, "relay-n2"), c.keyHomedAt(0, "relay-n1")
 	lock := func(i int, key string) time.Duration {
 		t.Helper()
@@ -108,9 +124,7 @@ func TestPartialPartitionRelays(t *testing.T) {
 	}
 	require.True(t, relayed(0, "n2"), "n1's status of n2 during the cut")
 	require.False(t, relayed(0, "n3"), "n1's status of n3")
-	mu.Lock()
 	s1, s2, s3 := grpcs["n1"].Stats(), grpcs["n2"].Stats(), grpcs["n3"].Stats()
-	mu.Unlock()
 	require.NotZero(t, s1.Relayed, "n1 relayed nothing")
 	require.NotZero(t, s2.Relayed, "n2 relayed nothing")
 	require.NotZero(t, s3.Forwarded, "n3 forwarded nothing")
@@ -120,4 +134,43 @@ func TestPartialPartitionRelays(t *testing.T) {
 	lock(0, atN2)
 	lock(1, atN1)
 	require.Eventually(t, func() bool { return !relayed(0, "n2") }, 5*time.Second, 10*time.Millisecond, "n1's status of n2 once its stream is back")
+}
+
+// TestSectionsOutlastAFreshCut: sections held through n1 on keys homed at
+// n2 run on when n1 and n2 are cut from each other (both still reaching
+// n3), with the default timings. Each renews half a lease (1 s) before its
+// lease ends, and the first renewal after the cut is often the first write
+// into it. So the relays must start, and the renewal's answer come back
+// through them, within that second: RelayAfter is a quarter of MaxLease
+// (Config.relayAfter), and the home answers what came relayed through
+// relays at once rather than a RelayAfter after its own first write into
+// the cut. With RelayAfter at 1 s, or without the relayed answer, two of
+// the eight sections here were lost; before both, all eight.
+func TestSectionsOutlastAFreshCut(t *testing.T) {
+	c := newCutCluster(t, func(cfg *Config) {
+		d := DefaultConfig()
+		cfg.EpochLease, cfg.MaxLease, cfg.MinUseful, cfg.Skew = d.EpochLease, d.MaxLease, d.MinUseful, d.Skew
+		cfg.RetryInterval, cfg.DownAfter = d.RetryInterval, d.DownAfter
+	})
+	// Eight sections whose renewals spread over two of their periods, so
+	// that some renewal is due right after the cut, whenever it comes.
+	var held []Handle
+	for i := range 8 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		h, err := c.nodes[0].Lock(ctx, c.keyHomedAt(1, fmt.Sprintf("fresh-cut-%d", i)))
+		cancel()
+		require.NoError(t, err)
+		held = append(held, h)
+		time.Sleep(250 * time.Millisecond)
+	}
+	c.cut.Store(true)
+	// Three leases: each section renews at least twice through n3.
+	time.Sleep(3 * DefaultConfig().MaxLease)
+	for _, h := range held {
+		require.NoError(t, h.Valid(), "a section held through n1 across the cut")
+	}
+	require.NotZero(t, c.grpcs["n3"].Stats().Forwarded, "n3 forwarded nothing: the sections did not renew across the cut")
+	for _, h := range held {
+		require.NoError(t, h.Unlock())
+	}
 }

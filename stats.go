@@ -48,8 +48,9 @@ type Stats struct {
 	Lost           uint64 // failed streams
 	Frames         uint64 // stream writes; Sent.Msgs / Frames envelopes each
 	// Relayed counts envelopes this node sent through another member to a
-	// peer it had no stream to, or one the peer stopped acknowledging (a
-	// partial partition); Forwarded those it
+	// peer it had no stream to, or one the peer stopped acknowledging, or
+	// whose own envelopes came relayed (a partial partition); Forwarded
+	// those it
 	// carried for others, and RelayDropped those it could not, not
 	// reaching the addressee either (transport.Config.RelayAfter).
 	Relayed, Forwarded, RelayDropped uint64
@@ -132,7 +133,8 @@ type MemberStatus struct {
 	Heard time.Time
 	// Relayed says this node sends to the member through other members: it
 	// has had no stream to it, or one the member acknowledged nothing on,
-	// for a second (a partial partition, or the member is down).
+	// for a quarter of MaxLease (at most a second), or the member's own
+	// envelopes came relayed (a partial partition, or the member is down).
 	Relayed bool
 	Self    bool
 }

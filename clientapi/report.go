@@ -45,7 +45,8 @@ type MemberReport struct {
 	// reached this node (-1: never since it started; 0 for the node itself).
 	HeardMSAgo int64 `json:"heard_ms_ago"`
 	// Relayed: this node sends to the member through other members, having
-	// had no stream to it, or one it acknowledged nothing on, for a second.
+	// had no stream to it, or one it acknowledged nothing on, for a quarter
+	// of MaxLease (at most a second), or having had its messages relayed.
 	Relayed bool `json:"relayed,omitempty"`
 	Self    bool `json:"self"`
 }
