@@ -906,7 +906,8 @@ func commandEnd(err error) string {
 // comes back), and COMMAND, stopped with this process by job control or
 // not, resumed with it either way: ending it at once would only have ended
 // a critical section that still holds its lock. say reports the question
-// and the answer.
+// and the answer. In a lease's last pingAhead it asks the node at every
+// reading too.
 func watchLease(ctx context.Context, lease *clientLease, now func() time.Time, askNode func(), say func(string), ranOut chan<- string) {
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -922,19 +923,24 @@ func watchLease(ctx context.Context, lease *clientLease, now func() time.Time, a
 		stalled := !prev.IsZero() && gap > stallAfter
 		prev = at
 		left := lease.until().Sub(at)
+		next := min(left, leaseCheck)
 		switch {
 		case left > 0:
 			if !asked.IsZero() {
 				say("the node says the lock is still held; COMMAND goes on")
 				asked = time.Time{}
 			}
+			if left < pingAhead {
+				askNode()
+				next = min(left, max(left/4, minAskGap))
+			}
 		case stalled:
 			say(fmt.Sprintf("this process did not run for %v (stopped, or the machine suspended) and its lease ran out meanwhile; asking the node whether the lock is still held",
 				gap.Round(time.Millisecond)))
-			asked, left = at, confirmWithin
+			asked, next = at, min(confirmWithin, leaseCheck)
 			askNode()
 		case !asked.IsZero() && at.Sub(asked) < confirmWithin:
-			left = confirmWithin - at.Sub(asked)
+			next = min(confirmWithin-at.Sub(asked), leaseCheck)
 		case !asked.IsZero():
 			ranOut <- fmt.Sprintf("its lease ran out while this process did not run, and the node did not say the lock is still held within %v", confirmWithin)
 			return
@@ -942,9 +948,23 @@ func watchLease(ctx context.Context, lease *clientLease, now func() time.Time, a
 			ranOut <- "its lease ran out on this client's clock with no word from the node"
 			return
 		}
-		t.Reset(min(left, leaseCheck))
+		t.Reset(next)
 	}
 }
+
+// pingAhead is how much lease is left when watchLease starts asking the
+// node for a ping at every reading, and reading more often as less is left
+// (every quarter of what is left, at least minAskGap apart). The pinger's
+// own pace is a fifth of the lease's first validity, so a renewal that
+// reached the node late in the lease (its answer relayed around a cut
+// that came just as it was due, say) would otherwise be heard only at the
+// next regular ping, which may come after the deadline: the command
+// stopped while the node still held its lock.
+const pingAhead = 2 * leaseCheck
+
+// minAskGap bounds how often watchLease asks for a ping as the deadline
+// nears.
+const minAskGap = 5 * time.Millisecond
 
 // stallAfter is a gap between watchLease's readings (every leaseCheck) that
 // only a process that did not run makes.

@@ -270,20 +270,48 @@ func TestWatchLeaseAcrossASuspend(t *testing.T) {
 }
 
 // A lease that runs out while the lock command runs (a silent node, not a
-// stall) ends at once, without asking the node.
+// stall) ends at its deadline; the watcher asked the node for word as it
+// neared, and none came.
 func TestWatchLeaseRunsOut(t *testing.T) {
 	l := newClientLease()
 	l.extend(time.Now(), 3*leaseCheck)
-	pinged := false
+	var asked atomic.Int32
 	ranOut := make(chan string, 1)
-	go watchLease(context.Background(), l, time.Now, func() { pinged = true }, func(string) {}, ranOut)
+	go watchLease(context.Background(), l, time.Now, func() { asked.Add(1) }, func(string) {}, ranOut)
 	select {
 	case why := <-ranOut:
 		require.Contains(t, why, "no word from the node")
-		require.False(t, pinged)
+		require.GreaterOrEqual(t, asked.Load(), int32(2), "asked the node as the deadline neared")
 	case <-time.After(5 * time.Second):
 		t.Fatal("the lease never ran out")
 	}
+}
+
+// A renewal that reaches the node in the lease's last pingAhead is heard
+// before the deadline: the watcher asks for pings then, and the first after
+// the renewal brings the longer validity. Without that the command's only
+// pings are the pinger's, a fifth of the first validity apart, and here
+// none comes before the deadline.
+func TestWatchLeaseHearsALateRenewal(t *testing.T) {
+	start := time.Now()
+	l := newClientLease()
+	l.extend(start, 4*leaseCheck)
+	renewed := start.Add(4*leaseCheck - pingAhead/2) // half of pingAhead before the deadline
+	ping := func() {
+		if time.Now().After(renewed) {
+			l.answered(l.ping(time.Now()), time.Hour)
+		}
+	}
+	ranOut := make(chan string, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go watchLease(ctx, l, time.Now, ping, func(string) {}, ranOut)
+	select {
+	case why := <-ranOut:
+		t.Fatalf("ran out though the node renewed %v before the deadline: %s", pingAhead/2, why)
+	case <-time.After(10 * leaseCheck):
+	}
+	require.Greater(t, time.Until(l.until()), 50*time.Minute)
 }
 
 func TestStatusTableAndJSON(t *testing.T) {
