@@ -289,9 +289,10 @@ func (l *faultLog) over(end time.Time) {
 
 // relaySettle is how long into a cut link every lock must be granted
 // again, whichever nodes it goes through: each end relays through the
-// others once the other has acknowledged nothing for RelayAfter (1 s) and
-// the sender has read that as it writes (within 250 ms), with room for a
-// loaded host.
+// others once the other has acknowledged nothing for RelayAfter (a
+// quarter of MaxLease: 200 ms with the chaos run's 800 ms) and the sender
+// has read that as it writes (within 50 ms), with room for a loaded host
+// (it was set when RelayAfter was 1 s).
 const relaySettle = 2 * time.Second
 
 // elsewhere says what faults there were if a lock through node i on a key

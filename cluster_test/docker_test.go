@@ -45,7 +45,13 @@ type dockerCluster struct {
 	started time.Time
 	undo    *undo    // removes what the test made, however it ends
 	disks   []string // per node, its data directory's host tmpfs ("" for none)
+	timings []string // the nodes' timing flags
 }
+
+// dockerTimings are the nodes' timings in the clusters tests start unless
+// they ask for others: short, so that failure detection and heals fit a
+// test.
+var dockerTimings = []string{"--epoch-lease", "2s", "--max-lease", "800ms", "--down-after", "2s"}
 
 func docker(t *testing.T, args ...string) string {
 	t.Helper()
@@ -58,11 +64,18 @@ func docker(t *testing.T, args ...string) string {
 
 func startDockerCluster(t *testing.T) *dockerCluster { return startDockerClusterN(t, 3) }
 
-// startDockerClusterN starts n node containers, n1..nN. Node i's data
-// directory is in its container, or, for each i in smallDisks, a tmpfs of
-// smallDiskSize mounted on the host (which needs root), so that it outlives
-// the container's restarts and the test can fill it.
+// startDockerClusterN starts n node containers, n1..nN, with
+// dockerTimings. Node i's data directory is in its container, or, for each
+// i in smallDisks, a tmpfs of smallDiskSize mounted on the host (which
+// needs root), so that it outlives the container's restarts and the test
+// can fill it.
 func startDockerClusterN(t *testing.T, n int, smallDisks ...int) *dockerCluster {
+	return startDockerClusterTimed(t, n, dockerTimings, smallDisks...)
+}
+
+// startDockerClusterTimed is startDockerClusterN with the nodes' timing
+// flags given.
+func startDockerClusterTimed(t *testing.T, n int, timings []string, smallDisks ...int) *dockerCluster {
 	if _, err := exec.LookPath("docker"); err != nil {
 		t.Skip("no docker command")
 	}
@@ -95,7 +108,7 @@ func startDockerClusterN(t *testing.T, n int, smallDisks ...int) *dockerCluster 
 	u.add(func() { _ = exec.Command("docker", "rmi", "-f", image).Run() })
 	docker(t, "build", "-q", "--label", dockerLabelArg(), "-t", image, static)
 
-	c := &dockerCluster{t: t, bin: buildHomelock(t, dir), net: "hl-" + suffix, image: image, undo: u, disks: make([]string, n)}
+	c := &dockerCluster{t: t, bin: buildHomelock(t, dir), net: "hl-" + suffix, image: image, undo: u, disks: make([]string, n), timings: timings}
 	for _, i := range smallDisks {
 		// Not under t.TempDir, whose removal comes before the containers'.
 		disk, err := os.MkdirTemp("", fmt.Sprintf("homelock-disk-n%d-", i+1))
@@ -146,11 +159,11 @@ func startDockerClusterN(t *testing.T, n int, smallDisks ...int) *dockerCluster 
 		if c.disks[i] != "" {
 			run = append(run, "-v", c.disks[i]+":/data")
 		}
-		docker(t, append(run, image, "node",
+		run = append(run, image, "node",
 			"--id", id, "--cluster", "docker", "--data-dir", "/data",
 			"--bootstrap", "--initial", strings.Join(ids, ","), "--join", strings.Join(join, ","),
-			"--grpc-addr", c.ips[i]+":7946", "--gossip-addr", c.ips[i]+":7947", "--api-addr", c.ips[i]+":7950",
-			"--epoch-lease", "2s", "--max-lease", "800ms", "--down-after", "2s")...)
+			"--grpc-addr", c.ips[i]+":7946", "--gossip-addr", c.ips[i]+":7947", "--api-addr", c.ips[i]+":7950")
+		docker(t, append(run, timings...)...)
 	}
 	for i := range ids {
 		waitFor(t, 60*time.Second, ids[i]+" available", func() bool { return c.status(i).Status.Available })
@@ -300,13 +313,14 @@ func (c *dockerCluster) silenceN1(t *testing.T, what, heldPrefix, homedPrefix st
 const healBound = 2*time.Second + 2*time.Second + 250*time.Millisecond + 10*time.Second
 
 // relayBound is how soon after a partial partition's cut a key homed
-// across it is lockable through the other side: RelayAfter (1 s) of
-// unanswered retransmissions on the stream across the cut, the sender's
-// next reading of that as it writes (within 250 ms), and the lock's own
-// retries, with room for a loaded host. It is below what relays took
-// before that reading (5.3-5.4 s: TCP's user timeout of 3 s broke the
-// stream first).
-const relayBound = time.Second + 250*time.Millisecond + 2750*time.Millisecond
+// across it is lockable through the other side: RelayAfter (a quarter of
+// MaxLease: 500 ms with the default leases TestDockerPartialPartition's
+// nodes run) of unanswered retransmissions on the stream across the cut,
+// the sender's next reading of that as it writes (within 125 ms), and the
+// lock's own retries, with room for a loaded host. Relays took 1.1-1.3 s
+// with RelayAfter at 1 s, and 5.3-5.4 s before the reading (TCP's user
+// timeout of 3 s broke the stream first).
+const relayBound = 2 * time.Second
 
 // A node frozen whole by `docker pause` (the cgroup freezer: every thread
 // stops, the clocks do not), then one killed by `docker kill` and started
@@ -373,6 +387,89 @@ func TestDockerPauseAndKill(t *testing.T) {
 		killedKey, back.Round(time.Millisecond), beforeKill, afterKill)
 }
 
+// lockHolder starts `homelock lock` commands that hold their keys until
+// finish: each command touches a file of its own once it runs under the
+// lock, then waits for the holder's done file.
+type lockHolder struct {
+	t    *testing.T
+	c    *dockerCluster
+	dir  string
+	done string
+}
+
+// heldLock is one such command.
+type heldLock struct {
+	key  string
+	cmd  *exec.Cmd
+	out  bytes.Buffer
+	exit chan error
+	// ended is when the command exited (set before exit is sent).
+	ended time.Time
+}
+
+func newLockHolder(t *testing.T, c *dockerCluster) *lockHolder {
+	dir := t.TempDir()
+	return &lockHolder{t: t, c: c, dir: dir, done: filepath.Join(dir, "done")}
+}
+
+// start runs a command under key's lock through node i and returns once it
+// runs.
+func (l *lockHolder) start(i int, key string) *heldLock {
+	t := l.t
+	h := &heldLock{key: key, exit: make(chan error, 1)}
+	started := filepath.Join(l.dir, key)
+	h.cmd = exec.Command(l.c.bin, "lock", key, "--node", l.c.api(i), "--",
+		"sh", "-c", fmt.Sprintf(`touch %q; while [ ! -e %q ]; do sleep 0.1; done`, started, l.done))
+	h.cmd.Stdout, h.cmd.Stderr = &h.out, &h.out
+	if err := dieWithTest(h.cmd).Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		err := h.cmd.Wait()
+		h.ended = time.Now()
+		h.exit <- err
+	}()
+	l.c.undo.add(func() { _ = h.cmd.Process.Kill() })
+	waitFor(t, 30*time.Second, key+" held through "+l.c.names[i], func() bool {
+		_, err := os.Stat(started)
+		return err == nil
+	})
+	return h
+}
+
+// stillHeld fails the test if any of holds has ended.
+func (l *lockHolder) stillHeld(holds []*heldLock, when string) {
+	defer func() {
+		if l.t.Failed() {
+			l.t.FailNow()
+		}
+	}()
+	for _, h := range holds {
+		select {
+		case err := <-h.exit:
+			l.t.Errorf("homelock lock %s ended %s, at %s: %v\n%s", h.key, when, h.ended.Format("15:04:05.000"), err, h.out.String())
+		default:
+		}
+	}
+}
+
+// finish lets every command end and fails the test unless each exits 0.
+func (l *lockHolder) finish(holds []*heldLock) {
+	if err := os.WriteFile(l.done, nil, 0o644); err != nil {
+		l.t.Fatal(err)
+	}
+	for _, h := range holds {
+		select {
+		case err := <-h.exit:
+			if err != nil {
+				l.t.Fatalf("homelock lock %s: %v\n%s", h.key, err, h.out.String())
+			}
+		case <-time.After(10 * time.Second):
+			l.t.Fatalf("homelock lock %s still runs", h.key)
+		}
+	}
+}
+
 // A rolling restart done as `homelock node --help` says (SIGTERM by
 // `docker stop`, then `docker start` from the same data): n3 and then n2
 // are restarted in turn while `homelock lock` holds a key homed at n3, and
@@ -383,31 +480,10 @@ func TestDockerPauseAndKill(t *testing.T) {
 // command exited 120 about a second after its home's SIGTERM.
 func TestDockerRollingRestart(t *testing.T) {
 	c := startDockerCluster(t)
-	dir := t.TempDir()
-	done := filepath.Join(dir, "done")
-	type held struct {
-		key  string
-		cmd  *exec.Cmd
-		out  bytes.Buffer
-		exit chan error
-	}
-	var holds []*held
+	hold := newLockHolder(t, c)
+	var holds []*heldLock
 	for _, home := range []string{"n3", "n2"} {
-		h := &held{key: keyHomedAt(home, "rolling-"+home), exit: make(chan error, 1)}
-		started := filepath.Join(dir, h.key)
-		h.cmd = exec.Command(c.bin, "lock", h.key, "--node", c.api(0), "--",
-			"sh", "-c", fmt.Sprintf(`touch %q; while [ ! -e %q ]; do sleep 0.1; done`, started, done))
-		h.cmd.Stdout, h.cmd.Stderr = &h.out, &h.out
-		if err := dieWithTest(h.cmd).Start(); err != nil {
-			t.Fatal(err)
-		}
-		go func() { h.exit <- h.cmd.Wait() }()
-		c.undo.add(func() { _ = h.cmd.Process.Kill() })
-		waitFor(t, 30*time.Second, h.key+" held through n1", func() bool {
-			_, err := os.Stat(started)
-			return err == nil
-		})
-		holds = append(holds, h)
+		holds = append(holds, hold.start(0, keyHomedAt(home, "rolling-"+home)))
 	}
 	allAlive := func() bool {
 		for i := range c.names {
@@ -429,26 +505,10 @@ func TestDockerRollingRestart(t *testing.T) {
 		docker(t, "start", c.names[i])
 		waitFor(t, healBound, "every node available with every member alive after restarting "+c.names[i], allAlive)
 		t.Logf("%s stopped (SIGTERM), started and every node available again in %v", c.names[i], time.Since(stopped).Round(time.Millisecond))
-		for _, h := range holds {
-			select {
-			case err := <-h.exit:
-				t.Fatalf("homelock lock %s ended while %s restarted: %v\n%s", h.key, c.names[i], err, h.out.String())
-			default:
-			}
-		}
+		hold.stillHeld(holds, "while "+c.names[i]+" restarted")
 	}
-	if err := os.WriteFile(done, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	hold.finish(holds)
 	for _, h := range holds {
-		select {
-		case err := <-h.exit:
-			if err != nil {
-				t.Fatalf("homelock lock %s: %v\n%s", h.key, err, h.out.String())
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("homelock lock %s still runs", h.key)
-		}
 		for i := range c.names {
 			if _, err := c.lockToken(i, h.key, 10*time.Second); err != nil {
 				t.Fatalf("lock %s through %s after the restarts: %v", h.key, c.names[i], err)
@@ -473,10 +533,9 @@ func TestDockerJoinerAdvertisingLoopback(t *testing.T) {
 	ip := fmt.Sprintf("%s.%d", c.ips[0][:strings.LastIndex(c.ips[0], ".")], 11+len(c.names))
 	name := strings.TrimSuffix(c.names[0], "n1") + "n4"
 	c.undo.add(func() { _ = exec.Command("docker", "rm", "-f", name).Run() })
-	docker(t, "run", "-d", "--label", dockerLabelArg(), "--name", name, "--network", c.net, "--ip", ip, c.image, "node",
-		"--id", "n4", "--cluster", "docker", "--data-dir", "/data", "--join", c.ips[0]+":7947",
-		"--grpc-addr", "127.0.0.1:7946", "--gossip-addr", ip+":7947", "--api-addr", ip+":7950",
-		"--epoch-lease", "2s", "--max-lease", "800ms", "--down-after", "2s")
+	docker(t, append([]string{"run", "-d", "--label", dockerLabelArg(), "--name", name, "--network", c.net, "--ip", ip, c.image, "node",
+		"--id", "n4", "--cluster", "docker", "--data-dir", "/data", "--join", c.ips[0] + ":7947",
+		"--grpc-addr", "127.0.0.1:7946", "--gossip-addr", ip + ":7947", "--api-addr", ip + ":7950"}, c.timings...)...)
 	var n4 clientapi.Report
 	waitFor(t, 60*time.Second, "n4 saying that nobody answers it", func() bool {
 		out, err := exec.Command(c.bin, "status", "--node", ip+":7950", "--json").Output()
@@ -529,8 +588,25 @@ func TestDockerPartialPartition(t *testing.T) {
 	if err := exec.Command("iptables", "-L", "DOCKER-USER", "-n").Run(); err != nil {
 		t.Skipf("no iptables DOCKER-USER chain to cut one link with (%v)", err)
 	}
-	c := startDockerCluster(t)
+	// The default leases (a MaxLease of 2 s, an EpochLease of 6 s), not
+	// dockerTimings' shorter ones, for the sections held across the cut
+	// below.
+	c := startDockerClusterTimed(t, 3, []string{"--down-after", "2s"})
 	epoch := c.status(2).Status.Epoch
+	// Sections held through n1 on keys homed at n2 from before the cut to
+	// its end: each renews half a lease (1 s) before its lease ends, so the
+	// relays must start and carry each renewal and its answer within that.
+	// Spread over one renewal period, so that some renewal is the first
+	// write into the cut. (With dockerTimings' MaxLease of 800 ms, half a
+	// lease is 400 ms, about what TCP's first retransmission and the next
+	// write take: the section whose renewal fell due as the cut came was
+	// lost in one run of three.)
+	hold := newLockHolder(t, c)
+	var holds []*heldLock
+	for i := range 4 {
+		holds = append(holds, hold.start(0, keyHomedAt("n2", fmt.Sprintf("partial-held-%d", i))))
+		time.Sleep(250 * time.Millisecond)
+	}
 	rules := c.linkRules(0, 1)
 	var once sync.Once
 	heal := func() {
@@ -547,29 +623,29 @@ func TestDockerPartialPartition(t *testing.T) {
 		}
 	}
 	// Across the cut, through n3: n1 and n2 each relay what they cannot
-	// send themselves (transport.Config.RelayAfter). TCP retransmits n1's
-	// first write to n2 after the cut unanswered; once n2 has acknowledged
-	// nothing for a second, what n1 sends n2 also goes to n3, which
-	// forwards it; n2's answers come back the same way. Before relays
+	// send themselves (transport.Config.RelayAfter: a quarter of
+	// --max-lease, 500 ms here). TCP retransmits n1's first write to n2
+	// after the cut unanswered; once n2 has acknowledged nothing for
+	// RelayAfter, what n1 sends n2 also goes to n3, which forwards it, and
+	// n2 answers what came relayed through n3 at once. Before relays
 	// (2026-12-07) the key could not be locked through n1 until the cut
 	// healed.
-	//
-	// Right after the cut n1 has not noticed it yet: listing n3 after n1
-	// gets the key through n3 once the home has been silent to n1 for a
-	// second (WithHomeSilence).
 	across := keyHomedAt("n2", "partial-n2")
 	cutAt := time.Now()
-	tok, said, err := lockToken(c.bin, c.api(0)+","+c.api(2), across, 10*time.Second)
-	if err != nil || !strings.Contains(said, "no answer from home n2") || time.Since(cutAt) > 5*time.Second {
-		t.Fatalf("lock %s (home n2) --node n1,n3 right after the cut: %s after %v (%v; said %q), want it through n3 after n1 gave way", across, tok, time.Since(cutAt), err, said)
-	}
-	t.Logf("lock %s (home n2) --node n1,n3 right after the cut: %s after %v; the lock command said: %s", across, tok, time.Since(cutAt).Round(time.Millisecond), strings.TrimSpace(said))
-	start := time.Now()
-	tok, err = c.lockToken(0, across, 15*time.Second)
+	t.Logf("cut at %s", cutAt.Format("15:04:05.000"))
+	tok, err := c.lockToken(0, across, 15*time.Second)
 	if err != nil || time.Since(cutAt) > relayBound {
 		t.Fatalf("lock %s (home n2) through n1 alone across the cut: %s %v after the cut (%v), want it within %v through n3's relay", across, tok, time.Since(cutAt), err, relayBound)
 	}
-	t.Logf("lock %s (home n2) through n1 alone across the cut: %s after %v, %v after the cut", across, tok, time.Since(start).Round(time.Millisecond), time.Since(cutAt).Round(time.Millisecond))
+	t.Logf("lock %s (home n2) through n1 alone across the cut: %s %v after the cut", across, tok, time.Since(cutAt).Round(time.Millisecond))
+	// Listing n3 after n1 gets it through n3 if n1 gives way first (the
+	// home silent to it for a second, WithHomeSilence): with the relays
+	// running, n1 seldom has to.
+	tok, said, err := lockToken(c.bin, c.api(0)+","+c.api(2), across, 10*time.Second)
+	if err != nil {
+		t.Fatalf("lock %s (home n2) --node n1,n3 across the cut: %v (said %q)", across, err, said)
+	}
+	t.Logf("lock %s (home n2) --node n1,n3 across the cut: %s; the lock command said: %q", across, tok, strings.TrimSpace(said))
 	acrossBack := keyHomedAt("n1", "partial-n1")
 	lastAcross := map[string]fence.Token{}
 	// 24 s: four times DownAfter (2 s) plus memberlist's dead detection.
@@ -618,6 +694,8 @@ func TestDockerPartialPartition(t *testing.T) {
 			t.Fatalf("n1's status of n3: heard %d ms ago; want within 5 s", m.HeardMSAgo)
 		}
 	}
+	hold.stillHeld(holds, "during the cut")
+	hold.finish(holds)
 	heal()
 	healed := time.Now()
 	keys := []string{acrossBack, across, shared}
