@@ -32,7 +32,12 @@ type SimConfig struct {
 	SlowHooks time.Duration
 	// Lease, when set, replaces simLease as the delegation lease asked for
 	// and the homes' MaxLease (schedules whose leases reach the liveness).
-	Lease     time.Duration
+	Lease time.Duration
+	// Wipes adds a kind to the random faults: a node crashes and starts
+	// again on an empty disk under its old node ID, a new store to the
+	// cluster (H17, H21, H25, H27). Off by default, so that the seeds
+	// docs/testing.md reports keep their schedules.
+	Wipes     bool
 	Mutations Mutations
 	// HealingUnderMutation keeps the healing checks (M1, M2) on in a run
 	// with a mutation: for a membership rule, whose break is one of
@@ -194,6 +199,9 @@ func (c SimConfig) flags() string {
 	}
 	if c.ColdKeys != def.ColdKeys {
 		flags += fmt.Sprintf(" --cold-keys %d", c.ColdKeys)
+	}
+	if c.Wipes {
+		flags += " --wipes"
 	}
 	return flags
 }

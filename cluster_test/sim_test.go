@@ -177,6 +177,33 @@ func TestSimSlowHooks(t *testing.T) {
 	}
 }
 
+// TestSimWipes: random schedules with disk wipes among the faults
+// (SimConfig.Wipes, homelock sim --wipes). A wiped node is a new store
+// under its old ID: it must not grant what its old store may have granted
+// (H25), it must be let in though its incarnations start at 1 again
+// (H27), and the cluster must heal with it. Seed 28 wiped one of an
+// epoch's two members before wipes waited for a whole cluster of three
+// or more: no majority was left to let the new store in, and M1 failed.
+func TestSimWipes(t *testing.T) {
+	batchGC(t)
+	wiped := 0
+	for seed := uint64(1); seed <= 100; seed++ {
+		cfg := DefaultSimConfig(seed)
+		cfg.Wipes = true
+		r := Run(cfg)
+		if r.Failed() {
+			t.Fatal(r.Report())
+		}
+		if r.Faults["wipe"] > 0 {
+			wiped++
+		}
+	}
+	if wiped < 10 {
+		t.Fatalf("%d of 100 seeds wiped a node; want at least 10", wiped)
+	}
+	t.Logf("%d of 100 seeds wiped a node", wiped)
+}
+
 // TestSimReportReplaysConfig: a failing run's replay command carries every
 // field of its configuration that is not the seed's default, and a
 // scripted schedule's report sends the reader to its test.
@@ -198,6 +225,7 @@ func TestSimReportReplaysConfig(t *testing.T) {
 		{with(func(c *SimConfig) { c.Duration, c.FaultFraction = time.Minute, 0.8 }), "sim --seed 5 --duration 1m0s --fault-fraction 0.8 --trace"},
 		{with(func(c *SimConfig) { c.Lockers, c.HotKeys, c.ColdKeys = 4, 1, 0 }), "sim --seed 5 --lockers 4 --hot-keys 1 --cold-keys 0 --trace"},
 		{with(func(c *SimConfig) { c.ColdKeys = 200 }), "sim --seed 5 --cold-keys 200 --trace"},
+		{with(func(c *SimConfig) { c.Wipes = true }), "sim --seed 5 --wipes --trace"},
 	} {
 		if rep := tc.r.Report(); !strings.Contains(rep, tc.want) || strings.Contains(rep, "go test") {
 			t.Errorf("report does not replay the configuration (want %q):\n%s", tc.want, rep)

@@ -50,6 +50,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	lockers := fs.Int("lockers", def.Lockers, fmt.Sprintf("concurrent workload lockers per node, 1 to %d", clustertest.MaxSimLockers))
 	hotKeys := fs.Int("hot-keys", def.HotKeys, fmt.Sprintf("keys every node contends, 0 to %d", clustertest.MaxSimHotKeys))
 	coldKeys := fs.Int("cold-keys", def.ColdKeys, fmt.Sprintf("keys locked now and then, 0 to %d (with 0, every lock takes a hot key)", clustertest.MaxSimColdKeys))
+	wipes := fs.Bool("wipes", false, "add disk wipes to the random faults: a node crashes and starts again on an empty disk under its old ID (changes every seed's schedule)")
 	trace := fs.Bool("trace", false, "print every event of the run (with --seed)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "seeds run in parallel")
@@ -100,6 +101,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 		c.Duration, c.SlowHooks, c.Lease = *duration, *slowHooks, *lease
 		c.FaultFraction, c.Lockers, c.HotKeys, c.ColdKeys = *faultFraction, *lockers, *hotKeys, *coldKeys
+		c.Wipes = *wipes
 		return c
 	}
 	if *seed != 0 {

@@ -73,6 +73,24 @@ func TestSimLeaseFlag(t *testing.T) {
 	require.Contains(t, errOut.String(), "--lease must be 150ms to 2.9s, got 3s")
 }
 
+// --wipes adds disk wipes to the random faults: seed 5's schedule wipes a
+// node with it and none without, and the wiped node comes back as a new
+// store (its incarnation starts at 1 again).
+func TestSimWipesFlag(t *testing.T) {
+	trace := func(args ...string) string {
+		var stdout, stderr lockedBuffer
+		code := runSim(append([]string{"--seed", "5", "--trace"}, args...), &stdout, &stderr)
+		require.Equal(t, 0, code, "%s%s", stdout.String(), stderr.String())
+		return stdout.String()
+	}
+	require.NotContains(t, trace(), " wipe n")
+	wiped := trace("--wipes")
+	i := strings.Index(wiped, " wipe n")
+	require.NotEqual(t, -1, i, "seed 5 with --wipes wiped nothing")
+	node := strings.Fields(wiped[i:])[1]
+	require.Contains(t, wiped[i:], "start "+node+" inc=1 epoch=none")
+}
+
 // The workload's shape flags reach the schedule: one hot key and no cold
 // ones is every workload lock on hot-0, more lockers admit more sections;
 // out of their bounds they are refused.
