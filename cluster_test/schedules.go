@@ -336,6 +336,55 @@ func wipedHome(s *Sim) {
 	s.After(at+400*time.Millisecond, func() { s.LockKey("n3", key) })
 }
 
+// staleReclaim: n1 restarts (its store's incarnation 2, whose Reclaim to
+// n3 is kept as well as delivered), is then wiped and starts again under
+// its old ID (a new store, at incarnation 1 again), and runs a section of
+// four leases on a key homed at n3 once its new store is a member. Then the
+// old store's Reclaim reaches n3 again, late, and n2 asks for the key. The
+// old store's restart says nothing of the new store's delegation, which n3
+// must keep (H30: it freed it, as an earlier incarnation of n1's, and
+// granted the key to n2 while n1's section ran; found by the simulator's
+// random wipes, seed 7,777).
+func staleReclaim(s *Sim) {
+	var kept *msg.Envelope
+	s.cfg.Filter = func(from, to msg.NodeID, env msg.Envelope) bool {
+		if _, ok := env.Body.(msg.Reclaim); ok && kept == nil && from == "n1" && to == "n3" && env.FromInc == 2 {
+			c := env
+			kept = &c
+		}
+		return true
+	}
+	at := simEpochLease + simSkew + 300*time.Millisecond
+	s.After(at, func() {
+		n1 := s.Node("n1")
+		s.crash(n1)
+		s.restart(n1)
+	})
+	s.After(at+time.Second, func() {
+		n1 := s.Node("n1")
+		s.crash(n1)
+		s.wipe(n1, n1.disk.Store+1)
+		s.restart(n1)
+	})
+	var lockOnceIn func()
+	lockOnceIn = func() {
+		n1 := s.Node("n1")
+		if l := n1.disk.Learned(); n1.core == nil || l == nil || !l.Epoch.Has(n1.member) {
+			s.After(10*time.Millisecond, lockOnceIn)
+			return
+		}
+		key := s.keyHomedAt("n3")
+		s.LockKeyFor("n1", key, 4*simLease)
+		s.After(500*time.Millisecond, func() {
+			if n3 := s.Node("n3"); kept != nil {
+				s.at(s.now, &event{kind: evDeliver, node: n3.idx, env: *kept, gen: n3.gen})
+			}
+			s.After(10*time.Millisecond, func() { s.LockKey("n2", key) })
+		})
+	}
+	s.After(at+1100*time.Millisecond, lockOnceIn)
+}
+
 // fourNodes returns the fixed schedule of script on four nodes, with the
 // faults (the script's filter) lasting 16.5s of 30.
 func fourNodes(seed uint64, script func(*Sim)) SimConfig {

@@ -319,6 +319,31 @@ func TestHeldUpMembershipSchedules(t *testing.T) {
 	}
 }
 
+// TestStaleReclaimSchedule: a late Reclaim from a wiped node's old store
+// frees nothing its new store holds (H30). Each seed must reach the state:
+// the old store's Reclaim delivered to n3 again after n1's new store was
+// admitted on the key, and n2 admitted after n1's section.
+func TestStaleReclaimSchedule(t *testing.T) {
+	for seed := uint64(1); seed <= 10; seed++ {
+		cfg := fixedSchedule(seed, staleReclaim)
+		cfg.Trace = true
+		r := Run(cfg)
+		if r.Failed() {
+			t.Fatal(r.Report())
+		}
+		wiped, held, late, reached := false, false, false, false
+		for _, l := range r.Trace {
+			wiped = wiped || strings.Contains(l, "wipe n1 ")
+			held = held || wiped && strings.Contains(l, "admit n1 ")
+			late = late || held && strings.Contains(l, "n1->n3 reclaim")
+			reached = reached || late && strings.Contains(l, "admit n2 ")
+		}
+		if !reached {
+			t.Fatalf("seed %d: the schedule did not reach n2's turn after the late Reclaim:\n%s", seed, r.Report())
+		}
+	}
+}
+
 // TestWipedHomeSchedule: a home wiped and back at once under its old ID
 // grants its keys only once its gate has passed, after every delegation its
 // old store granted (H25). Each seed must reach the state: n1 wiped, then n3

@@ -30,3 +30,4 @@ func (*Mutations) renewExpiryNoSkew() bool         { return false }
 func (*Mutations) reclaimNoSkew() bool             { return false }
 func (*Mutations) releaseAnyToken() bool           { return false }
 func (*Mutations) continuityByNodeID() bool        { return false }
+func (*Mutations) reclaimByNodeID() bool           { return false }

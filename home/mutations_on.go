@@ -77,6 +77,11 @@ type Mutations struct {
 	// ContinuityByNodeID judges continuity by node ID alone, so a wiped
 	// disk under its old ID takes the old store's epochs for its own (H25).
 	ContinuityByNodeID bool
+	// ReclaimByNodeID frees the delegations of a node's earlier
+	// incarnations on a Reclaim from any store under its node ID, so a late
+	// Reclaim from a wiped node's old store frees what its new store holds
+	// (H30).
+	ReclaimByNodeID bool
 }
 
 func (m *Mutations) grantMovedAtOnce() bool          { return m.GrantMovedAtOnce }
@@ -101,3 +106,4 @@ func (m *Mutations) renewExpiryNoSkew() bool         { return m.RenewExpiryNoSke
 func (m *Mutations) reclaimNoSkew() bool             { return m.ReclaimNoSkew }
 func (m *Mutations) releaseAnyToken() bool           { return m.ReleaseAnyToken }
 func (m *Mutations) continuityByNodeID() bool        { return m.ContinuityByNodeID }
+func (m *Mutations) reclaimByNodeID() bool           { return m.ReclaimByNodeID }

@@ -76,14 +76,17 @@ func (m *Machine) ReclaimAnswer(now time.Time, env msg.Envelope, a msg.ReclaimAn
 
 // HolderRestarted frees the delegations held by earlier incarnations of a
 // node that has restarted (it sent us Reclaim as incarnation inc): its
-// volatile holder state is gone, so nothing runs under them any more.
+// volatile holder state is gone, so nothing runs under them any more. Only
+// those of the sender's own store: a wiped node's new store counts its
+// incarnations from 1 again, so a late Reclaim from its old store says
+// nothing of what the new store holds (H30).
 func (m *Machine) HolderRestarted(now time.Time, node msg.Member, inc uint64) {
 	for _, key := range m.keys.Keys() {
 		ke := m.keys.Get(key)
 		if ke == nil {
 			continue
 		}
-		if h := m.holder(ke); h != nil && h.ID == node.ID && h.Inc < inc {
+		if h := m.holder(ke); h != nil && h.ID == node.ID && (h.Store == node.Store || m.cfg.Mutations.reclaimByNodeID()) && h.Inc < inc {
 			m.free(now, ke, true, nil)
 			m.serve(now, key, ke)
 		}

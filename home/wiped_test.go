@@ -74,3 +74,55 @@ func TestWipedStoreServedNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestHolderRestartedByStore: a Reclaim tells a home that the sender's
+// earlier incarnations are gone, and frees what they held; but only those of
+// the sender's own store. A wiped node's new store counts its incarnations
+// from 1 again, so a late Reclaim from its old store (incarnation 2, say)
+// says nothing of the new store's incarnation 1, which may hold a
+// delegation now: freeing it granted the key to a second holder while the
+// first ran (seed 7,777 of the first simulator runs with wipes, D4).
+func TestHolderRestartedByStore(t *testing.T) {
+	oldN1, newN1, n2, n3 := mem("n1", 1), mem("n1", 99), mem("n2", 2), mem("n3", 3)
+	caps := msg.Caps{Ring: msg.RingV1}
+	e1 := msg.Epoch{Number: 1, Members: []msg.Member{newN1, n2, n3}, Caps: caps}
+	r1 := epoch.NewRing(e1)
+	key := ""
+	for i := 0; key == ""; i++ {
+		if h, _ := r1.Home(fmt.Sprintf("k%d", i)); h.ID == "n3" {
+			key = fmt.Sprintf("k%d", i)
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		from  msg.Member
+		inc   uint64
+		freed bool
+	}{
+		{"the old store of the holder's node, a higher incarnation", oldN1, 2, false},
+		{"the holder's store, a later incarnation", newN1, 2, true},
+		{"the holder's store, its own incarnation", newN1, 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := time.Unix(1000, 0)
+			m := New(Config{Self: n3, Inc: 1, EpochLease: 3 * time.Second, Skew: 100 * time.Millisecond,
+				MaxLease: time.Second, MinUseful: time.Millisecond, RetryInterval: 10 * time.Millisecond}, now, nil, false)
+			m.OnEpoch(now, epoch.Learned{Epoch: e1})
+			at := now.Add(10 * time.Millisecond)
+			m.OnEpoch(at, epoch.Learned{Epoch: msg.Epoch{Number: 2, Members: e1.Members, Caps: caps}, Cert: msg.Certificate{Prev: e1}})
+			m.SetLiveness(at, at.Add(time.Hour))
+			m.Ready()
+			m.Acquire(at, msg.Envelope{From: newN1, FromInc: 1, Version: 1, Epoch: 2}, msg.Acquire{Key: key, Req: msg.RequestID{Inc: 1, Seq: 1}, Attempt: 1})
+			if k := answered(m.Ready().Msgs, newN1.ID); k != msg.KindGrant {
+				t.Fatalf("n1 asked for %s first: answered %v, want a grant", key, k)
+			}
+			m.HolderRestarted(at, tc.from, tc.inc)
+			m.Ready()
+			m.Acquire(at, msg.Envelope{From: n2, FromInc: 1, Version: 1, Epoch: 2}, msg.Acquire{Key: key, Req: msg.RequestID{Inc: 1, Seq: 1}, Attempt: 1})
+			out := m.Ready().Msgs
+			if granted := answered(out, n2.ID) == msg.KindGrant; granted != tc.freed {
+				t.Fatalf("Reclaim from store %d at incarnation %d, then n2 asks: granted %v, want %v (%v)", tc.from.Store, tc.inc, granted, tc.freed, out)
+			}
+		})
+	}
+}
