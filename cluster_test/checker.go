@@ -263,7 +263,7 @@ func (c *checker) acked(cs *critical) {
 }
 
 func (c *checker) failed(cs *critical, e delegation.Event) {
-	if cs.started.After(c.settled()) && !cs.node.removed {
+	if cs.started.After(c.settled()) && !cs.node.removed && !c.s.quorumLost() {
 		c.fail(invProgress, "%s locker %d on %s failed after the cluster healed: reason %d (%s)", cs.node.id, cs.locker, cs.key, e.Reason, e.Detail)
 	}
 }
@@ -470,6 +470,9 @@ func (c *checker) final() {
 		}
 	}
 	c.workloadRan()
+	if c.s.quorumLost() {
+		return
+	}
 	for key, askers := range c.asked {
 		for id := range askers {
 			n := c.s.nodeByID(id)

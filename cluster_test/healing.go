@@ -3,6 +3,8 @@ package clustertest
 import (
 	"fmt"
 	"time"
+
+	"github.com/homelock/homelock/msg"
 )
 
 // The healing checks: after the last fault, membership must come back by
@@ -64,7 +66,7 @@ func (s *Sim) checkHealing() {
 		s.trace("healed after %v", s.now.Sub(s.heal.from))
 		return
 	}
-	if s.now.Sub(s.heal.from) > s.healBound() {
+	if s.now.Sub(s.heal.from) > s.healBound() && !s.quorumLost() {
 		s.check.fail(invHealing, "not healed %v after the last fault (bound %v): %s", s.now.Sub(s.heal.from), s.healBound(), s.unhealed())
 	}
 }
@@ -111,10 +113,52 @@ func (s *Sim) noteEpochNumber(number uint64) {
 
 // finalHealing: the run ended without healing within the bound.
 func (s *Sim) finalHealing() {
-	if s.skipHealing() || !s.heal.at.IsZero() || s.stopped {
+	if s.skipHealing() || !s.heal.at.IsZero() || s.stopped || s.quorumLost() {
 		return
 	}
 	s.check.fail(invHealing, "not healed by the end of the run, %v after the last fault: %s", s.now.Sub(s.heal.from), s.unhealed())
+}
+
+// quorumLost reports whether wipes (SimConfig.Wipes) left the latest epoch
+// any node runs without a majority of its stores: a wiped store's entry
+// can only be replaced by an epoch that a majority of the current one
+// accepts, and a wiped store accepts nothing. A wipe waits for a whole
+// cluster of three or more, but faults after it (a leave, removals of
+// nodes that look down) can still shrink the epoch to the wiped store and
+// one other before the new store is let in: seeds 1,218 and 5,224 of the
+// first wipe runs. No protocol heals that, so the healing (M1) and
+// progress (I5) checks stand down for the run, which says so in its
+// faults ("quorum_lost"); every safety check still runs.
+func (s *Sim) quorumLost() bool {
+	if s.faults["wipe"] == 0 {
+		return false
+	}
+	var latest *msg.Epoch
+	for _, n := range s.nodes {
+		if n.core == nil {
+			continue
+		}
+		if l, ok := n.core.Current(); ok && (latest == nil || l.Epoch.Number > latest.Number) {
+			latest = &l.Epoch
+		}
+	}
+	if latest == nil {
+		return false
+	}
+	intact := 0
+	for _, m := range latest.Members {
+		if n := s.nodeByID(m.ID); n != nil && !n.gone && n.disk.Store == m.Store {
+			intact++
+		}
+	}
+	if intact > len(latest.Members)/2 {
+		return false
+	}
+	if s.faults["quorum_lost"] == 0 {
+		s.faults["quorum_lost"]++
+		s.trace("quorum lost: epoch %d has %d of %d stores left; healing and progress not checked", latest.Number, intact, len(latest.Members))
+	}
+	return true
 }
 
 // skipHealing: a run with a mutation checks no healing unless told to.
