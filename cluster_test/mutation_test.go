@@ -64,6 +64,7 @@ var mutations = map[string]mutationEntry{
 	"Home.TakeOverWithinLiveness":  {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, invExclusion}, seeds: 400},
 	"Home.KeepOwnRecordOnHandBack": {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, invExclusion}, seeds: 20, schedule: func(seed uint64) SimConfig { return fourNodes(seed, keyAwayAndBack) }},
 	"Home.ContinuityByNodeID":      {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, invExclusion}, seeds: 5, schedule: func(seed uint64) SimConfig { return fourNodes(seed, wipedHome) }},
+	"Holder.GrantToAnyStore":       {broken: []string{lockcheck.InvHolderLease, invTokenOrder, lockcheck.InvDelegExclusion, invExclusion}, seeds: 5, schedule: func(seed uint64) SimConfig { return fixedSchedule(seed, staleGrant) }},
 	"Home.ReclaimByNodeID":         {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, invExclusion}, seeds: 5, schedule: func(seed uint64) SimConfig { return fixedSchedule(seed, staleReclaim) }},
 	"Home.TakeOverNoSkew":          {broken: []string{lockcheck.InvHomeView, lockcheck.InvDelegExclusion, invExclusion}, seeds: 20, schedule: func(seed uint64) SimConfig { return fourNodes(seed, keyAwayAndBack) }}, // random seeds: 105, 450 once gossip revived refuted deaths
 	"Home.RenewPastLiveness":       {broken: []string{lockcheck.InvLiveness}, seeds: 60},

@@ -344,6 +344,29 @@ func TestStaleReclaimSchedule(t *testing.T) {
 	}
 }
 
+// TestStaleGrantSchedule: a late Grant to a wiped node's old store is not
+// taken by its new store (H31). Each seed must reach the state: the kept
+// Grant delivered to n1 after its wipe, and n2 admitted on the key.
+func TestStaleGrantSchedule(t *testing.T) {
+	for seed := uint64(1); seed <= 10; seed++ {
+		cfg := fixedSchedule(seed, staleGrant)
+		cfg.Trace = true
+		r := Run(cfg)
+		if r.Failed() {
+			t.Fatal(r.Report())
+		}
+		wiped, late, reached := false, false, false
+		for _, l := range r.Trace {
+			wiped = wiped || strings.Contains(l, "wipe n1 ")
+			late = late || wiped && strings.Contains(l, "n3->n1 grant")
+			reached = reached || late && strings.Contains(l, "admit n2 ")
+		}
+		if !reached {
+			t.Fatalf("seed %d: the schedule did not reach n2's turn after the late Grant:\n%s", seed, r.Report())
+		}
+	}
+}
+
 // TestWipedHomeSchedule: a home wiped and back at once under its old ID
 // grants its keys only once its gate has passed, after every delegation its
 // old store granted (H25). Each seed must reach the state: n1 wiped, then n3

@@ -17,6 +17,12 @@ import (
 type Machine struct {
 	cfg  Config
 	ring *epoch.Ring
+	// memberSince is the first epoch this process learned with its own
+	// store among the members (0: none yet). It asks for keys only as a
+	// member, so a Grant stamped with an earlier epoch answered someone
+	// else: the node's old store, if it was wiped, whose requests were
+	// numbered as this store's are (H31).
+	memberSince uint64
 	// versions is non-empty while the epoch's members do not all run this
 	// node's protocol version, timings while a peer advertises other safety
 	// timings: cluster locks fail closed, and each says who runs what.
@@ -80,6 +86,9 @@ func (m *Machine) shorten(d time.Duration) time.Duration {
 // two arbiters, and a lock that is only usually exclusive is worse than none.
 func (m *Machine) OnEpoch(now time.Time, e msg.Epoch) {
 	m.ring = epoch.NewRing(e)
+	if m.memberSince == 0 && e.Has(m.cfg.Self) {
+		m.memberSince = e.Number
+	}
 	m.versions = versionMismatch(e, m.cfg.Self.Version)
 	if m.cfg.Mutations.ignoreVersions() {
 		m.versions = ""

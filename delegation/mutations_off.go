@@ -22,6 +22,7 @@ func (*Mutations) reclaimLastIncOnly() bool   { return false }
 func (*Mutations) leaseNoDrift() bool         { return false }
 func (*Mutations) ignoreRecall() bool         { return false }
 func (*Mutations) renewAtIssuer() bool        { return false }
+func (*Mutations) grantToAnyStore() bool      { return false }
 func (*Mutations) admitAfterRecall() bool     { return false }
 func (*Mutations) ignoreRenewRefusal() bool   { return false }
 func (*Mutations) renewAnchorAtReceipt() bool { return false }

@@ -72,6 +72,10 @@ type Mutations struct {
 	// answer: a locker queued behind a holder, or waiting out the home's
 	// gate, fails as unavailable when it should wait.
 	GiveWayWhileAnswered bool
+	// GrantToAnyStore takes a Grant stamped with an epoch before this store
+	// was a member, so a late Grant to a wiped node's old store is taken by
+	// its new store for its own request of the same number (H31).
+	GrantToAnyStore bool
 }
 
 func (m *Mutations) anchorAtReceipt() bool    { return m.AnchorAtReceipt }
@@ -87,6 +91,7 @@ func (m *Mutations) reclaimLastIncOnly() bool   { return m.ReclaimLastIncOnly }
 func (m *Mutations) leaseNoDrift() bool         { return m.LeaseNoDrift }
 func (m *Mutations) ignoreRecall() bool         { return m.IgnoreRecall }
 func (m *Mutations) renewAtIssuer() bool        { return m.RenewAtIssuer }
+func (m *Mutations) grantToAnyStore() bool      { return m.GrantToAnyStore }
 func (m *Mutations) admitAfterRecall() bool     { return m.AdmitAfterRecall }
 func (m *Mutations) ignoreRenewRefusal() bool   { return m.IgnoreRenewRefusal }
 func (m *Mutations) renewAnchorAtReceipt() bool { return m.RenewAnchorAtReceipt }
