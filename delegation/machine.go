@@ -80,6 +80,16 @@ func (m *Machine) shorten(d time.Duration) time.Duration {
 	return d - time.Duration(float64(d)*m.cfg.MaxDrift)
 }
 
+// grantedBeforeMember reports whether a Grant stamped with epoch e was made
+// before this store was a member: e is an epoch this process has learned,
+// or an earlier one, and comes before the first it learned with its own
+// store among the members (or it has learned none such). A Grant stamped
+// with an epoch ahead of what this process has learned (a bootstrap whose
+// Learn is still on its way) is judged by its home, as before.
+func (m *Machine) grantedBeforeMember(e uint64) bool {
+	return m.ring != nil && e <= m.ring.Epoch().Number && (m.memberSince == 0 || e < m.memberSince)
+}
+
 // OnEpoch retargets outstanding requests at the keys' homes in the new epoch.
 // If the epoch's members do not all run this node's protocol version, every
 // queued locker fails at once and nothing more is admitted: two versions are

@@ -34,10 +34,10 @@ func (m *Machine) Grant(now time.Time, env msg.Envelope, g msg.Grant) {
 		m.send(env.From.ID, msg.Release{Key: g.Key, Token: g.Token, Barrier: g.Barrier})
 		return
 	}
-	if (m.memberSince == 0 || g.Token.Epoch < m.memberSince) && !m.cfg.Mutations.grantToAnyStore() {
-		// Granted before this store was a member: to the node's wiped old
-		// store, whose request had this one's number (H31). Its home
-		// answers for that store; nothing goes back from this one.
+	if m.grantedBeforeMember(g.Token.Epoch) && !m.cfg.Mutations.grantToAnyStore() {
+		// Granted to the node's wiped old store, whose request had this
+		// one's number (H31). Its home answers for that store; nothing
+		// goes back from this one.
 		m.stats.Unused++
 		return
 	}

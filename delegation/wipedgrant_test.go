@@ -31,6 +31,7 @@ func TestGrantOnlyForThisStore(t *testing.T) {
 		{"a member since epoch 2, granted in epoch 1", []msg.Epoch{with(1, old), with(2, self)}, 1, false},
 		{"a member since epoch 2, granted in it", []msg.Epoch{with(1, old), with(2, self)}, 2, true},
 		{"a member since epoch 2, granted in epoch 3", []msg.Epoch{with(1, old), with(2, self), with(3, self)}, 3, true},
+		{"no member yet, granted in an epoch it has not learned", []msg.Epoch{with(1, old)}, 2, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := New(Config{Self: self, Inc: 1, MaxDrift: 0.01, MinUseful: time.Millisecond, RetryInterval: 10 * time.Millisecond, Lease: time.Hour})
