@@ -319,52 +319,47 @@ func TestHeldUpMembershipSchedules(t *testing.T) {
 	}
 }
 
-// TestStaleReclaimSchedule: a late Reclaim from a wiped node's old store
-// frees nothing its new store holds (H30). Each seed must reach the state:
-// the old store's Reclaim delivered to n3 again after n1's new store was
-// admitted on the key, and n2 admitted after n1's section.
-func TestStaleReclaimSchedule(t *testing.T) {
-	for seed := uint64(1); seed <= 10; seed++ {
-		cfg := fixedSchedule(seed, staleReclaim)
-		cfg.Trace = true
-		r := Run(cfg)
-		if r.Failed() {
-			t.Fatal(r.Report())
-		}
-		wiped, held, late, reached := false, false, false, false
-		for _, l := range r.Trace {
-			wiped = wiped || strings.Contains(l, "wipe n1 ")
-			held = held || wiped && strings.Contains(l, "admit n1 ")
-			late = late || held && strings.Contains(l, "n1->n3 reclaim")
-			reached = reached || late && strings.Contains(l, "admit n2 ")
-		}
-		if !reached {
-			t.Fatalf("seed %d: the schedule did not reach n2's turn after the late Reclaim:\n%s", seed, r.Report())
+// TestLateToAWipedNodeSchedules: a late message from or to a wiped node's
+// old store changes nothing its new store holds or is granted (H30: a late
+// Reclaim must not free the new store's delegation; H31: a late Grant must
+// not be taken by the new store). Each seed must reach every step of its
+// schedule, in order.
+func TestLateToAWipedNodeSchedules(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		script func(*Sim)
+		steps  []string
+	}{
+		{"staleReclaim", staleReclaim, []string{"wipe n1 ", "admit n1 ", "n1->n3 reclaim", "admit n2 "}},
+		{"staleGrant", staleGrant, []string{"wipe n1 ", "n3->n1 grant", "admit n2 "}},
+	} {
+		for seed := uint64(1); seed <= 10; seed++ {
+			cfg := fixedSchedule(seed, tc.script)
+			cfg.Trace = true
+			r := Run(cfg)
+			if r.Failed() {
+				t.Fatal(r.Report())
+			}
+			if step := firstUnreached(r.Trace, tc.steps); step != "" {
+				t.Fatalf("%s, seed %d: never reached %q after the steps before it:\n%s", tc.name, seed, step, r.Report())
+			}
 		}
 	}
 }
 
-// TestStaleGrantSchedule: a late Grant to a wiped node's old store is not
-// taken by its new store (H31). Each seed must reach the state: the kept
-// Grant delivered to n1 after its wipe, and n2 admitted on the key.
-func TestStaleGrantSchedule(t *testing.T) {
-	for seed := uint64(1); seed <= 10; seed++ {
-		cfg := fixedSchedule(seed, staleGrant)
-		cfg.Trace = true
-		r := Run(cfg)
-		if r.Failed() {
-			t.Fatal(r.Report())
-		}
-		wiped, late, reached := false, false, false
-		for _, l := range r.Trace {
-			wiped = wiped || strings.Contains(l, "wipe n1 ")
-			late = late || wiped && strings.Contains(l, "n3->n1 grant")
-			reached = reached || late && strings.Contains(l, "admit n2 ")
-		}
-		if !reached {
-			t.Fatalf("seed %d: the schedule did not reach n2's turn after the late Grant:\n%s", seed, r.Report())
+// firstUnreached returns the first of steps that no line of trace after
+// the previous step's contains ("" when every step was reached in order).
+func firstUnreached(trace, steps []string) string {
+	i := 0
+	for _, l := range trace {
+		if i < len(steps) && strings.Contains(l, steps[i]) {
+			i++
 		}
 	}
+	if i < len(steps) {
+		return steps[i]
+	}
+	return ""
 }
 
 // TestWipedHomeSchedule: a home wiped and back at once under its old ID

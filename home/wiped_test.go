@@ -22,13 +22,7 @@ func TestWipedStoreServedNothing(t *testing.T) {
 	newN1 := mem("n1", 99)
 	caps := msg.Caps{Ring: msg.RingV1}
 	e1 := msg.Epoch{Number: 1, Members: []msg.Member{oldN1, n2, n3}, Caps: caps}
-	r1 := epoch.NewRing(e1)
-	key := ""
-	for i := 0; key == ""; i++ {
-		if h, _ := r1.Home(fmt.Sprintf("k%d", i)); h.ID == "n1" {
-			key = fmt.Sprintf("k%d", i)
-		}
-	}
+	key := keyHomedIn(e1, "n1")
 	const (
 		epochLease = 3 * time.Second
 		skew       = 100 * time.Millisecond
@@ -86,13 +80,7 @@ func TestHolderRestartedByStore(t *testing.T) {
 	oldN1, newN1, n2, n3 := mem("n1", 1), mem("n1", 99), mem("n2", 2), mem("n3", 3)
 	caps := msg.Caps{Ring: msg.RingV1}
 	e1 := msg.Epoch{Number: 1, Members: []msg.Member{newN1, n2, n3}, Caps: caps}
-	r1 := epoch.NewRing(e1)
-	key := ""
-	for i := 0; key == ""; i++ {
-		if h, _ := r1.Home(fmt.Sprintf("k%d", i)); h.ID == "n3" {
-			key = fmt.Sprintf("k%d", i)
-		}
-	}
+	key := keyHomedIn(e1, "n3")
 	for _, tc := range []struct {
 		name  string
 		from  msg.Member
@@ -124,5 +112,15 @@ func TestHolderRestartedByStore(t *testing.T) {
 				t.Fatalf("Reclaim from store %d at incarnation %d, then n2 asks: granted %v, want %v (%v)", tc.from.Store, tc.inc, granted, tc.freed, out)
 			}
 		})
+	}
+}
+
+// keyHomedIn returns a key homed at id in e.
+func keyHomedIn(e msg.Epoch, id msg.NodeID) string {
+	r := epoch.NewRing(e)
+	for i := 0; ; i++ {
+		if h, _ := r.Home(fmt.Sprintf("k%d", i)); h.ID == id {
+			return fmt.Sprintf("k%d", i)
+		}
 	}
 }
