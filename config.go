@@ -360,16 +360,16 @@ func (c Config) Validate() error {
 
 // minSkew is the least Skew that covers two clocks drifting apart by
 // maxDrift each over the longest interval one node measures for another.
+func minSkew(maxDrift float64, epochLease, maxLease time.Duration) time.Duration {
+	return time.Duration(2*maxDrift*float64(max(epochLease, maxLease))) + skewMargin
+}
+
 // relayAfter is the gRPC transport's RelayAfter: a quarter of MaxLease, at
 // most a second. A held section renews half a lease before its lease ends;
 // when that renewal is the first write into a fresh cut, the relays must
 // start and its answer come back through them within that half
 // (docs/design.md, "Relays in a partial partition").
 func (c Config) relayAfter() time.Duration { return min(time.Second, c.MaxLease/4) }
-
-func minSkew(maxDrift float64, epochLease, maxLease time.Duration) time.Duration {
-	return time.Duration(2*maxDrift*float64(max(epochLease, maxLease))) + skewMargin
-}
 
 func checkAddr(bad func(string, ...any), field, addr string, required bool) {
 	if addr == "" {

@@ -57,7 +57,7 @@ func NewCollector(n *Node) *Collector {
 		{d("refused_total", "Requests refused as a home."), func(s *Stats) float64 { return float64(s.Refused) }},
 		{d("fenced_writes_total", "Writes the embedding store refused by the fence."), func(s *Stats) float64 { return float64(s.FencedWrites) }},
 		{d("clock_jumps_total", "Wall-clock jumps that dropped held delegations."), func(s *Stats) float64 { return float64(s.ClockJumps) }},
-		{d("unused_grants_total", "Grants given back unused (late, recalled or withdrawn)."), func(s *Stats) float64 { return float64(s.Unused) }},
+		{d("unused_grants_total", "Grants not used: given back (late, recalled or withdrawn), or meant for this node's wiped old store."), func(s *Stats) float64 { return float64(s.Unused) }},
 		{d("dropped_messages_total", "Messages dropped on full peer queues."), func(s *Stats) float64 { return float64(s.Dropped) }},
 		{d("lost_streams_total", "Peer streams that failed."), func(s *Stats) float64 { return float64(s.Lost) }},
 		{d("relayed_messages_total", "Messages sent through another member to a peer this node had no stream to, or one the peer stopped acknowledging, or whose own messages came relayed."), func(s *Stats) float64 { return float64(s.Relayed) }},

@@ -19,7 +19,7 @@ type Stats struct {
 	LocalFast  uint64 // of which with zero messages (the fast path)
 	Releases   uint64 // delegations released to their homes
 	Expired    uint64 // delegations that ran out here
-	Unused     uint64 // grants given back unused (late, recalled, withdrawn)
+	Unused     uint64 // grants not used: given back (late, recalled, withdrawn), or meant for the node's wiped old store
 
 	// Home side (this node as an arbiter).
 	Live         int    // live delegations granted by this node now
@@ -50,9 +50,8 @@ type Stats struct {
 	// Relayed counts envelopes this node sent through another member to a
 	// peer it had no stream to, or one the peer stopped acknowledging, or
 	// whose own envelopes came relayed (a partial partition); Forwarded
-	// those it
-	// carried for others, and RelayDropped those it could not, not
-	// reaching the addressee either (transport.Config.RelayAfter).
+	// those it carried for others, and RelayDropped those it could not,
+	// not reaching the addressee either (transport.Config.RelayAfter).
 	Relayed, Forwarded, RelayDropped uint64
 
 	// Inbox is how many received envelopes wait for a step now; InboxFull

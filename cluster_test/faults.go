@@ -214,6 +214,7 @@ func (s *Sim) randomFault() {
 // another store is still missing, would leave no majority ever again,
 // which no protocol heals (seed 28 of the first wipe runs: an epoch of
 // n1 and a wiped n2).
+//
 // A cluster that is not whole now is asked again every half second while
 // the faults last, so that a busy schedule still wipes.
 func (s *Sim) wipeFault() {

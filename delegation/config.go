@@ -106,5 +106,5 @@ type Stats struct {
 	LocalFast  uint64 // admissions with zero messages
 	Releases   uint64
 	Expired    uint64 // delegations that ran out on the holder
-	Unused     uint64 // grants released without use (late, recalled, withdrawn)
+	Unused     uint64 // grants not used: released (late, recalled, withdrawn), or meant for the node's wiped old store (H31)
 }

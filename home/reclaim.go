@@ -86,7 +86,7 @@ func (m *Machine) HolderRestarted(now time.Time, node msg.Member, inc uint64) {
 		if ke == nil {
 			continue
 		}
-		if h := m.holder(ke); h != nil && h.ID == node.ID && (h.Store == node.Store || m.cfg.Mutations.reclaimByNodeID()) && h.Inc < inc {
+		if h := m.holder(ke); h != nil && h.Inc < inc && (h.Same(node) || h.ID == node.ID && m.cfg.Mutations.reclaimByNodeID()) {
 			m.free(now, ke, true, nil)
 			m.serve(now, key, ke)
 		}

@@ -55,10 +55,10 @@ type Config struct {
 	// RelayAfter is how long a peer's sender may go without an open stream,
 	// or with one that TCP retransmits on while the peer acknowledges
 	// nothing (on Linux, read from TCP_INFO as the sender writes, at most
-	// every quarter of RelayAfter, within 50 to 250 ms; stall.go), before what is sent to that peer also goes through
-	// relays: up to two other peers, each with an open stream, whose own
-	// stream reaches the addressee, forward it (a partial partition,
-	// relay.go). For RelayAfter after a peer's envelope came through a
+	// every quarter of RelayAfter, within 50 to 250 ms; stall.go), before
+	// what is sent to that peer also goes through relays: up to two other
+	// peers, each with an open stream, whose own stream reaches the
+	// addressee, forward it (a partial partition, relay.go). For RelayAfter after a peer's envelope came through a
 	// relay, what is sent to that peer goes through relays too. Negative
 	// turns relaying off; this node still forwards for others. A node
 	// passes a quarter of its MaxLease, at most a second: a held section's

@@ -112,10 +112,10 @@ func (f *fakeStall) read(tc *net.TCPConn) (time.Duration, bool, bool) {
 // A stalled stream relays while it stays open: once the sender, writing
 // to a peer whose connection TCP has been retransmitting on, unanswered,
 // for RelayAfter, has read that, what it holds and what it is sent after
-// goes on that stream and through a relay too, and stops going through the relay once a write
-// finds the connection answered again. A stream that then breaks counts as
-// stuck since the stall began, so the relaying goes on without a second
-// RelayAfter.
+// goes on that stream and through a relay too, and stops going through the
+// relay once a write finds the connection answered again. A stream that
+// then breaks counts as stuck since the stall began, so the relaying goes
+// on without a second RelayAfter.
 func TestGRPCRelaysAroundAStall(t *testing.T) {
 	b, c := newGRPCNode(t, "b", nil), newGRPCNode(t, "c", nil)
 	stall := &fakeStall{addr: b.self.Addr}
