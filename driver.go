@@ -267,11 +267,13 @@ func (n *Node) deliver(now time.Time, e delegation.Event) {
 // section of a new generation (s's lock held).
 func (n *Node) admitted(s *lockShard, e *delegation.Event) Handle {
 	a := delegation.Admission{Slot: e.Slot, Token: e.Token, Expires: deadline.At(e.Expires), Signed: e.Signed}
-	return n.admittedAt(s, e.Key, e.Locker, &a)
+	var h Handle
+	n.admittedAt(s, e.Key, e.Locker, &a, &h)
+	return h
 }
 
-// admittedAt is admitted for the repeat path's Admission.
-func (n *Node) admittedAt(s *lockShard, key string, locker uint64, a *delegation.Admission) Handle {
+// admittedAt is admitted for the repeat path's Admission, written into *h.
+func (n *Node) admittedAt(s *lockShard, key string, locker uint64, a *delegation.Admission, h *Handle) {
 	sec := s.take(n)
 	sec.locker, sec.slot = locker, a.Slot
 	// A section reused for the next admission under the same delegation
@@ -283,7 +285,7 @@ func (n *Node) admittedAt(s *lockShard, key string, locker uint64, a *delegation
 	gen := sec.word.Load()>>stateBits + 1
 	sec.word.Store(packWord(gen, stateHeld))
 	s.setSection(a.Slot, sec)
-	return Handle{s: sec, gen: gen, key: key, token: a.Token, signed: a.Signed, scope: ScopeCluster}
+	h.s, h.gen, h.key, h.token, h.signed, h.scope = sec, gen, key, a.Token, a.Signed, ScopeCluster
 }
 
 // failure maps a Failed event to the exported error it stands for.

@@ -125,7 +125,7 @@ var (
 // ErrLockUnavailable (no epoch, not a member, version mismatch, home without
 // liveness), ErrTooManyDelegations, ErrHookFailed, ErrClosed; a cancelled
 // ctx returns its error wrapped (with ErrTimeout too if its deadline passed).
-func (n *Node) Lock(ctx context.Context, key string, opts ...LockOption) (Handle, error) {
+func (n *Node) Lock(ctx context.Context, key string, opts ...LockOption) (h Handle, err error) {
 	// Without options (the repeat lock's usual call) no call of options:
 	// its checks cost the repeat lock about 15 ns (8f8142a).
 	o := n.defaultOptions()
@@ -141,7 +141,13 @@ func (n *Node) Lock(ctx context.Context, key string, opts ...LockOption) (Handle
 	if o.scope == ScopeNode {
 		return n.lockLocal(ctx, key, o, false)
 	}
-	return n.lock(ctx, key, o, false)
+	// lock, with the repeat path's Handle written straight into this
+	// result: copied back through lock it cost a few ns.
+	s, ok, err := n.lockRepeat(ctx, key, o.lease, &h)
+	if ok || err != nil {
+		return h, err
+	}
+	return n.lockAsk(ctx, s, key, o, false)
 }
 
 // TryLock is Lock that does not queue behind a holder: it returns
@@ -166,23 +172,32 @@ func (n *Node) TryLock(ctx context.Context, key string, opts ...LockOption) (Han
 	return n.lock(ctx, key, o, true)
 }
 
-func (n *Node) lock(ctx context.Context, key string, o lockOptions, try bool) (Handle, error) {
-	if err := ctx.Err(); err != nil {
-		return Handle{}, fmt.Errorf("homelock: key %q: %w", key, err)
+func (n *Node) lock(ctx context.Context, key string, o lockOptions, try bool) (h Handle, err error) {
+	s, ok, err := n.lockRepeat(ctx, key, o.lease, &h)
+	if ok || err != nil {
+		return h, err
 	}
-	// The repeat path: a delegation held here, nobody admitted or queued.
-	// Only the key's shard is locked, and the clock is read under that
-	// lock: a reading taken before waiting for it could admit on a
-	// delegation that expired meanwhile.
-	s := n.shardOf(key)
+	return n.lockAsk(ctx, s, key, o, try)
+}
+
+// lockRepeat is the repeat path: a delegation held here, nobody admitted or
+// queued. Only the key's shard is locked, and the clock is read under that
+// lock: a reading taken before waiting for it could admit on a delegation
+// that expired meanwhile. It reports ok with *h set when it admitted, and
+// otherwise the key's shard, unlocked, for lockAsk.
+func (n *Node) lockRepeat(ctx context.Context, key string, lease time.Duration, h *Handle) (s *lockShard, ok bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, false, fmt.Errorf("homelock: key %q: %w", key, err)
+	}
+	s = n.shardOf(key)
 	s.mu.Lock()
 	if err := n.admissible(key); err != nil {
 		s.mu.Unlock()
-		return Handle{}, err
+		return nil, false, err
 	}
 	var a delegation.Admission
-	if now, locker := n.nowInstant(), s.lockerID(); n.core.TryAdmitAt(s.index, now, key, locker, o.lease, &a) {
-		h := n.admittedAt(s, key, locker, &a)
+	if now, locker := n.nowInstant(), s.lockerID(); n.core.TryAdmitAt(s.index, now, key, locker, lease, &a) {
+		n.admittedAt(s, key, locker, &a, h)
 		// Only the key's shard's wake-ups can have moved.
 		n.lowerArmed(n.core.Holder().NextDeadlineAt(s.index))
 		yield := s.yieldDue(instantBootNanos(now))
@@ -190,10 +205,15 @@ func (n *Node) lock(ctx context.Context, key string, o lockOptions, try bool) (H
 		if yield {
 			runtime.Gosched()
 		}
-		return h, nil
+		return s, true, nil
 	}
 	s.mu.Unlock()
+	return s, false, nil
+}
 
+// lockAsk is the rest of a Lock when the repeat path could not admit: it
+// asks the key's home (or queues behind a local section) and waits.
+func (n *Node) lockAsk(ctx context.Context, s *lockShard, key string, o lockOptions, try bool) (Handle, error) {
 	n.lockAll()
 	if err := n.admissible(key); err != nil {
 		n.unlockAll()
