@@ -76,7 +76,7 @@ type Config struct {
 	// readStall reads a peer connection's TCP state for the stall check
 	// (ackSilence when nil); tests set it to stall a loopback connection,
 	// which no test without root can make TCP do.
-	readStall func(*net.TCPConn) (silent time.Duration, retransmitting, ok bool)
+	readStall func(*net.TCPConn) (st tcpState, ok bool)
 }
 
 // DefaultConfig returns the defaults; NodeID and ListenAddr must still be set.

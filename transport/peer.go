@@ -175,10 +175,31 @@ func (p *peer) run() {
 		backoff = p.g.cfg.ReconnectBase
 		frame   outFrame
 		checked time.Time // the last stall check
+		written writtenLog
+		// probe is the stall check's timer while what was written waits
+		// for an acknowledgement (stall.go); probeC is its channel while
+		// armed, nil otherwise.
+		probe  *time.Timer
+		probeC <-chan time.Time
 	)
+	armProbe := func() {
+		if probeC != nil || p.stalledSince.Load() != 0 {
+			return
+		}
+		d := stallCheckEvery(p.g.cfg.RelayAfter)
+		if probe == nil {
+			probe = time.NewTimer(d)
+		} else {
+			probe.Reset(d)
+		}
+		probeC = probe.C
+	}
 	defer func() {
 		if cur != nil {
 			cur.cancel()
+		}
+		if probe != nil {
+			probe.Stop()
 		}
 	}()
 	for {
@@ -186,6 +207,16 @@ func (p *peer) run() {
 			select {
 			case o := <-p.q:
 				pending = o.flat(pending)
+			case <-probeC:
+				probeC = nil
+				checked = time.Now()
+				newly, outstanding := p.checkStall(checked, p.g.cfg.RelayAfter)
+				if newly {
+					p.relayUnanswered(&written, nil)
+				} else if outstanding {
+					armProbe()
+				}
+				continue
 			case <-p.ctx.Done():
 				return
 			}
@@ -237,12 +268,10 @@ func (p *peer) run() {
 
 		frame = batch
 		if p.checkStallDue(&checked) {
-			// Send relayed none of these: they were queued before the
-			// stall was seen. The first of them is often the one that
-			// cannot wait (a renewal with half a lease left).
-			for _, o := range pending {
-				p.g.relayIfStuck(p, o)
-			}
+			// Send relayed none of these: they were written or queued
+			// before the stall was seen. The first of them is often the
+			// one that cannot wait (a renewal with half a lease left).
+			p.relayUnanswered(&written, pending)
 		}
 		if err := cur.s.SendMsg(&frame); err != nil {
 			p.log.Debug("transport: stream to peer broke", "err", err, "lost", len(batch))
@@ -253,6 +282,10 @@ func (p *peer) run() {
 			p.g.stats.frames.Add(1)
 			for _, o := range batch {
 				p.g.stats.sent(o.kind, len(o.data))
+			}
+			if p.checksStalls() {
+				written.add(batch, time.Now().UnixNano(), writtenKeep(p.g.cfg.RelayAfter))
+				armProbe()
 			}
 		}
 		// The frame is gone either way: written, or lost with the stream.

@@ -11,23 +11,20 @@ import (
 
 func TestStallOf(t *testing.T) {
 	for _, tc := range []struct {
-		name           string
-		unacked        uint32
-		retransmits    uint8
-		lastAckMillis  uint32
-		silent         time.Duration
-		retransmitting bool
+		name          string
+		unacked       uint32
+		retransmits   uint8
+		lastAckMillis uint32
+		want          tcpState
 	}{
-		{"idle", 0, 0, 9000, 9 * time.Second, false},
-		{"in flight, not yet timed out", 3, 0, 9000, 9 * time.Second, false},
-		{"a timeout, then the data acknowledged", 0, 1, 50, 50 * time.Millisecond, false},
-		{"retransmitting", 2, 1, 1500, 1500 * time.Millisecond, true},
-		{"retransmitting for long", 1, 4, 2900, 2900 * time.Millisecond, true},
+		{"idle", 0, 0, 9000, tcpState{silent: 9 * time.Second}},
+		{"in flight, not yet timed out", 3, 0, 9000, tcpState{silent: 9 * time.Second, outstanding: true}},
+		{"a timeout, then the data acknowledged", 0, 1, 50, tcpState{silent: 50 * time.Millisecond}},
+		{"retransmitting", 2, 1, 1500, tcpState{silent: 1500 * time.Millisecond, outstanding: true, retransmitting: true}},
+		{"retransmitting for long", 1, 4, 2900, tcpState{silent: 2900 * time.Millisecond, outstanding: true, retransmitting: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			silent, retransmitting := stallOf(tc.unacked, tc.retransmits, tc.lastAckMillis)
-			require.Equal(t, tc.silent, silent)
-			require.Equal(t, tc.retransmitting, retransmitting)
+			require.Equal(t, tc.want, stallOf(tc.unacked, tc.retransmits, tc.lastAckMillis))
 		})
 	}
 }
@@ -48,36 +45,41 @@ func TestCheckStall(t *testing.T) {
 	now := time.Unix(1_000, 0)
 	earlier := now.Add(-time.Minute).UnixNano()
 	type reading struct {
-		silent         time.Duration
-		retransmitting bool
-		ok             bool
+		silent                      time.Duration
+		outstanding, retransmitting bool
+		ok                          bool
 	}
 	for _, c := range []struct {
-		name   string
-		sock   bool
-		read   reading
-		before int64
-		after  int64
+		name        string
+		sock        bool
+		read        reading
+		before      int64
+		after       int64
+		newly       bool
+		outstanding bool
 	}{
-		{"stalls", true, reading{3 * time.Second, true, true}, 0, now.Add(-3 * time.Second).UnixNano()},
-		{"stays stalled since it began", true, reading{3 * time.Second, true, true}, earlier, earlier},
-		{"exactly RelayAfter", true, reading{time.Second, true, true}, 0, now.Add(-time.Second).UnixNano()},
-		{"retransmitting, not yet RelayAfter", true, reading{900 * time.Millisecond, true, true}, earlier, 0},
-		{"answered again", true, reading{3 * time.Second, false, true}, earlier, 0},
-		{"reading failed", true, reading{3 * time.Second, true, false}, earlier, earlier},
-		{"no connection", false, reading{3 * time.Second, true, true}, earlier, earlier},
+		{"stalls", true, reading{3 * time.Second, true, true, true}, 0, now.Add(-3 * time.Second).UnixNano(), true, true},
+		{"stays stalled since it began", true, reading{3 * time.Second, true, true, true}, earlier, earlier, false, true},
+		{"exactly RelayAfter", true, reading{time.Second, true, true, true}, 0, now.Add(-time.Second).UnixNano(), true, true},
+		{"retransmitting, not yet RelayAfter", true, reading{900 * time.Millisecond, true, true, true}, earlier, 0, false, true},
+		{"in flight, not yet timed out", true, reading{3 * time.Second, true, false, true}, earlier, 0, false, true},
+		{"answered again", true, reading{3 * time.Second, false, false, true}, earlier, 0, false, false},
+		{"reading failed", true, reading{3 * time.Second, true, true, false}, earlier, earlier, false, false},
+		{"no connection", false, reading{3 * time.Second, true, true, true}, earlier, earlier, false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			read := func(*net.TCPConn) (time.Duration, bool, bool) {
-				return c.read.silent, c.read.retransmitting, c.read.ok
+			read := func(*net.TCPConn) (tcpState, bool) {
+				return tcpState{silent: c.read.silent, outstanding: c.read.outstanding, retransmitting: c.read.retransmitting}, c.read.ok
 			}
 			p := &peer{g: &GRPC{cfg: Config{readStall: read}}}
 			if c.sock {
 				p.sock.Store(tc)
 			}
 			p.stalledSince.Store(c.before)
-			p.checkStall(now, time.Second)
+			newly, outstanding := p.checkStall(now, time.Second)
 			require.Equal(t, c.after, p.stalledSince.Load())
+			require.Equal(t, c.newly, newly)
+			require.Equal(t, c.outstanding, outstanding)
 		})
 	}
 }
@@ -93,34 +95,41 @@ func loopbackTCP(t *testing.T) *net.TCPConn {
 	return c.(*net.TCPConn)
 }
 
-// fakeStall reads the connections to one address as retransmitting and
-// unanswered for a minute while on, and every other one as answered: what
-// TCP_INFO shows of a link that a cut drops packets on, which loopback
-// cannot be made to do without root.
+// fakeStall reads the connections to one address, while on, as
+// retransmitting and unanswered since it was turned on, and every other one
+// as answered: what TCP_INFO shows of a link that a cut drops packets on,
+// which loopback cannot be made to do without root. A test turns it on
+// once what was written before has been acknowledged (stallCheckEvery
+// after the last write, the probe's turn).
 type fakeStall struct {
 	addr string
-	on   atomic.Bool
+	on   atomic.Pointer[time.Time]
 }
 
-func (f *fakeStall) read(tc *net.TCPConn) (time.Duration, bool, bool) {
-	if f.on.Load() && tc.RemoteAddr().String() == f.addr {
-		return time.Minute, true, true
+func (f *fakeStall) set(on bool) {
+	if !on {
+		f.on.Store(nil)
+		return
 	}
-	return 0, false, true
+	now := time.Now()
+	f.on.Store(&now)
 }
 
-// A stalled stream relays while it stays open: once the sender, writing
-// to a peer whose connection TCP has been retransmitting on, unanswered,
-// for RelayAfter, has read that, what it holds and what it is sent after
-// goes on that stream and through a relay too, and stops going through the
-// relay once a write finds the connection answered again. A stream that
-// then breaks counts as stuck since the stall began, so the relaying goes
-// on without a second RelayAfter.
-func TestGRPCRelaysAroundAStall(t *testing.T) {
-	b, c := newGRPCNode(t, "b", nil), newGRPCNode(t, "c", nil)
-	stall := &fakeStall{addr: b.self.Addr}
-	a := newGRPCNode(t, "a", func(cfg *Config) {
-		cfg.RelayAfter = 100 * time.Millisecond
+func (f *fakeStall) read(tc *net.TCPConn) (tcpState, bool) {
+	if since := f.on.Load(); since != nil && tc.RemoteAddr().String() == f.addr {
+		return tcpState{silent: time.Since(*since), outstanding: true, retransmitting: true}, true
+	}
+	return tcpState{}, true
+}
+
+// stalledTrio starts nodes a, b and c, a's links to b read through stall,
+// with every link open and shown reached; a relays after relayAfter.
+func stalledTrio(t *testing.T, stall *fakeStall, relayAfter time.Duration) (a, b, c *grpcNode) {
+	t.Helper()
+	b, c = newGRPCNode(t, "b", nil), newGRPCNode(t, "c", nil)
+	stall.addr = b.self.Addr
+	a = newGRPCNode(t, "a", func(cfg *Config) {
+		cfg.RelayAfter = relayAfter
 		cfg.readStall = stall.read
 	})
 	t.Cleanup(func() { closeAll(t, a.t, b.t, c.t) })
@@ -132,9 +141,24 @@ func TestGRPCRelaysAroundAStall(t *testing.T) {
 	waitFor(t, 5*time.Second, "a's link to c and c's to b shown reached", func() bool {
 		return a.t.Reached(c.self) && c.t.Reached(b.self)
 	})
+	// What a wrote is acknowledged, and its probe has looked.
+	time.Sleep(2 * stallCheckEvery(relayAfter))
+	return a, b, c
+}
+
+// A stalled stream relays while it stays open: once the sender, writing
+// to a peer whose connection TCP has been retransmitting on, unanswered,
+// for RelayAfter, has read that, what it holds and what it is sent after
+// goes on that stream and through a relay too, and stops going through the
+// relay once a write finds the connection answered again. A stream that
+// then breaks counts as stuck since the stall began, so the relaying goes
+// on without a second RelayAfter.
+func TestGRPCRelaysAroundAStall(t *testing.T) {
+	stall := &fakeStall{}
+	a, b, c := stalledTrio(t, stall, 100*time.Millisecond)
 
 	// An idle sender reads nothing: the stall shows once a writes.
-	stall.on.Store(true)
+	stall.set(true)
 	time.Sleep(2 * stallCheckEvery(100*time.Millisecond))
 	require.Empty(t, a.t.Relaying(), "a has written nothing to b since the stall")
 	next := uint64(1)
@@ -166,7 +190,7 @@ func TestGRPCRelaysAroundAStall(t *testing.T) {
 	require.Equal(t, relayed+10, a.t.Stats().Relayed)
 	require.Equal(t, relayed+10, c.t.Stats().Forwarded)
 
-	stall.on.Store(false)
+	stall.set(false)
 	relayed += 10
 	sent := next
 	sendUntil("a no longer relaying to b", func() bool { return len(a.t.Relaying()) == 0 })
@@ -183,11 +207,73 @@ func TestGRPCRelaysAroundAStall(t *testing.T) {
 	require.Equal(t, relayed+more, a.t.Stats().Relayed, "nothing through c once the stall is over")
 
 	// The stall again, and then b's process gone: a's sender, finding its
-	// stream broken, is stuck since the stall's start, a minute ago.
-	stall.on.Store(true)
+	// stream broken, is stuck since the stall's start.
+	stall.set(true)
+	began := time.Now()
 	sendUntil("a relaying to b again", func() bool { return a.t.Relaying()["b"] })
 	require.NoError(t, b.t.Close())
 	// The sender finds the stream broken when it next has one to write.
 	sendUntil("a's sender to b stuck", func() bool { return stuckFor(a.t, "b") > 0 })
-	require.Greater(t, stuckFor(a.t, "b"), 50*time.Second)
+	since := time.Since(began)
+	require.GreaterOrEqual(t, stuckFor(a.t, "b"), since-ackSlack, "stuck since the stall began, not since the break")
+}
+
+// A stall that no later write meets is still seen, and what was written
+// into it goes through a relay: a renewal written as a cut came, with
+// nothing else for that peer until its retry, reaches the peer through c
+// once the stall is RelayAfter old, with no further Send.
+func TestGRPCRelaysWhatAStallSwallowed(t *testing.T) {
+	stall := &fakeStall{}
+	a, b, c := stalledTrio(t, stall, 100*time.Millisecond)
+
+	stall.set(true)
+	require.NoError(t, a.t.Send(b.self, numbered(a.self, "b", 1)))
+	waitFor(t, 5*time.Second, "the envelope written into the stall, through c", func() bool { return c.t.Stats().Forwarded == 1 })
+	require.True(t, a.t.Relaying()["b"])
+	got := from(b.in.waitLen(t, 4, 5*time.Second), "a")
+	require.Len(t, got, 3, "0, and 1 on a's own stream and through c")
+	require.Equal(t, got[1], got[2])
+	require.Equal(t, uint64(1), a.t.Stats().Relayed, "only what was written since the stall began")
+}
+
+// A sender's log of what it wrote keeps the writes of the last keep, at
+// most writtenMax of them, and gives back those since an acknowledgement
+// less ackSlack.
+func TestWrittenLog(t *testing.T) {
+	ms := int64(time.Millisecond)
+	env := func(n int) []outgoing { return []outgoing{{data: []byte{byte(n)}}} }
+	ats := func(es []writtenEnvelope) []int64 {
+		out := []int64{}
+		for _, e := range es {
+			out = append(out, e.at/ms)
+		}
+		return out
+	}
+	var w writtenLog
+	for i, at := range []int64{0, 100, 200, 300, 1100} {
+		w.add(env(i), at*ms, time.Second)
+	}
+	require.Equal(t, []int64{100, 200, 300, 1100}, ats(w.entries), "0 was written over a second before the last")
+	require.Equal(t, []byte{1}, w.entries[0].o.data)
+	for _, c := range []struct {
+		since int64
+		want  []int64
+	}{
+		{0, []int64{100, 200, 300, 1100}},
+		{205, []int64{200, 300, 1100}}, // 200 is within ackSlack of it
+		{211, []int64{300, 1100}},
+		{1100, []int64{1100}},
+		{1111, []int64{}},
+	} {
+		require.Equal(t, c.want, ats(w.since(c.since*ms)), "since %d ms", c.since)
+	}
+
+	var full writtenLog
+	batch := make([]outgoing, writtenMax+10)
+	for i := range batch {
+		batch[i].data = []byte{byte(i)}
+	}
+	full.add(batch, 0, time.Second)
+	require.Len(t, full.entries, writtenMax)
+	require.Equal(t, []byte{10}, full.entries[0].o.data, "the oldest dropped first")
 }

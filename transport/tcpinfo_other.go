@@ -2,13 +2,10 @@
 
 package transport
 
-import (
-	"net"
-	"time"
-)
+import "net"
 
 // ackSilence has no TCP_INFO to read off Linux: relays start only once a
 // sender has no open stream.
-func ackSilence(*net.TCPConn) (silent time.Duration, retransmitting, ok bool) {
-	return 0, false, false
+func ackSilence(*net.TCPConn) (st tcpState, ok bool) {
+	return tcpState{}, false
 }
