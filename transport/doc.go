@@ -59,11 +59,13 @@
 // A sender that has had no open stream to a peer for RelayAfter (1 s by
 // default; a node passes a quarter of its MaxLease), or whose stream the
 // peer has acknowledged nothing on for RelayAfter while TCP retransmits (a
-// cut drops packets; TCP_INFO, which the sender reads as it writes, says
-// so long before TCP's user timeout breaks the connection), also sends
-// what it holds and queues for that peer through up to two other peers
-// (rpc Relay), each of which writes it on its own stream to the addressee
-// if that stream is open and answers as the addressee (relay.go). What a
+// cut drops packets; TCP_INFO, which the sender reads as it writes and
+// while what it wrote waits for an acknowledgement, says so long before
+// TCP's user timeout breaks the connection), also sends what it wrote
+// since the peer's last acknowledgement, holds and queues for that peer
+// through up to two other peers (rpc Relay), each of which writes it on
+// its own stream to the addressee if that stream is open and answers as
+// the addressee (relay.go, stall.go). What a
 // node sends a peer whose envelopes came relayed within RelayAfter goes
 // through relays too: the cut is most often both ways, and the answer
 // must not wait for this node's own sender to notice. That keeps
