@@ -74,7 +74,7 @@ type Config struct {
 	Logger *slog.Logger
 
 	// readStall reads a peer connection's TCP state for the stall check
-	// (ackSilence when nil); tests set it to stall a loopback connection,
+	// (ackSilence when nil, where TCP_INFO can be read); tests set it to stall a loopback connection,
 	// which no test without root can make TCP do.
 	readStall func(*net.TCPConn) (st tcpState, ok bool)
 }

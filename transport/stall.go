@@ -55,8 +55,11 @@ func (p *peer) dialer() func(context.Context, string) (net.Conn, error) {
 }
 
 // checksStalls reports whether p's sender checks its connection for a
-// stall: relay senders and a transport that does not relay never do.
-func (p *peer) checksStalls() bool { return !p.relay && p.g.cfg.RelayAfter >= 0 }
+// stall: relay senders, a transport that does not relay and one with no
+// TCP_INFO to read (off Linux) never do.
+func (p *peer) checksStalls() bool {
+	return !p.relay && p.g.cfg.RelayAfter >= 0 && p.g.cfg.readStall != nil
+}
 
 // checkStallDue calls checkStall if the sender last did at least
 // stallCheckEvery ago (*last; updated), and reports whether it found the
