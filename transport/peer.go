@@ -212,7 +212,10 @@ func (p *peer) run() {
 				checked = time.Now()
 				newly, outstanding := p.checkStall(checked, p.g.cfg.RelayAfter)
 				if newly {
-					p.relayUnanswered(&written, nil)
+					// What Send queued before the stall was
+					// seen went through no relay either.
+					pending = p.fill(pending)
+					p.relayUnanswered(&written, pending)
 				} else if outstanding {
 					armProbe()
 				}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/homelock/homelock/msg"
 )
 
 func TestStallOf(t *testing.T) {
@@ -175,11 +177,13 @@ func TestGRPCRelaysAroundAStall(t *testing.T) {
 	// was seen, goes on a's stream and through c.
 	require.NoError(t, a.t.Send(b.self, numbered(a.self, "b", next)))
 	next++
-	waitFor(t, 5*time.Second, "the envelope whose write found the stall, through c", func() bool { return c.t.Stats().Forwarded == 1 })
+	waitFor(t, 5*time.Second, "the envelope whose write found the stall, through c", func() bool { return c.t.Stats().Forwarded >= 1 })
 	require.True(t, a.t.Relaying()["b"])
 	require.Zero(t, stuckFor(a.t, "b"), "a's stream to b is still open")
+	// Once, or twice when Send, which queues before it looks, looked after
+	// the sender had seen the stall.
 	relayed := a.t.Stats().Relayed
-	require.Equal(t, uint64(1), relayed)
+	require.Contains(t, []uint64{1, 2}, relayed)
 	for range 10 {
 		require.NoError(t, a.t.Send(b.self, numbered(a.self, "b", next)))
 		next++
@@ -228,12 +232,15 @@ func TestGRPCRelaysWhatAStallSwallowed(t *testing.T) {
 
 	stall.set(true)
 	require.NoError(t, a.t.Send(b.self, numbered(a.self, "b", 1)))
-	waitFor(t, 5*time.Second, "the envelope written into the stall, through c", func() bool { return c.t.Stats().Forwarded == 1 })
+	waitFor(t, 5*time.Second, "the envelope written into the stall, through c", func() bool { return c.t.Stats().Forwarded >= 1 })
 	require.True(t, a.t.Relaying()["b"])
 	got := from(b.in.waitLen(t, 4, 5*time.Second), "a")
-	require.Len(t, got, 3, "0, and 1 on a's own stream and through c")
-	require.Equal(t, got[1], got[2])
-	require.Equal(t, uint64(1), a.t.Stats().Relayed, "only what was written since the stall began")
+	nonces := map[uint64]int{}
+	for _, e := range got {
+		nonces[e.Body.(msg.Renewal).Nonce]++
+	}
+	require.Equal(t, 1, nonces[0], "only what was written since the stall began goes through c")
+	require.GreaterOrEqual(t, nonces[1], 2, "1 on a's own stream and through c")
 }
 
 // A sender's log of what it wrote keeps the writes of the last keep, at
