@@ -14,12 +14,7 @@ func heldMachine(tb testing.TB, key string) (*Machine, time.Time) {
 	m := New(Config{Self: self, Inc: 1, MaxDrift: 0.01, MinUseful: time.Millisecond, RetryInterval: 10 * time.Millisecond, Lease: time.Hour})
 	now := time.Unix(1000, 0)
 	m.OnEpoch(now, msg.Epoch{Number: 1, Members: []msg.Member{self}})
-	m.Lock(now, key, 1, now.Add(time.Second), 0, 0)
-	out := m.Ready()
-	if len(out.Msgs) != 1 {
-		tb.Fatalf("Lock sent %d messages, want one Acquire", len(out.Msgs))
-	}
-	a := out.Msgs[0].Body.(msg.Acquire)
+	a := lockAsks(tb, m, now, key, 0)
 	m.Grant(now, msg.Envelope{From: self, FromInc: 1}, msg.Grant{Key: key, Req: a.Req, Attempt: a.Attempt, Token: fence.Token{Epoch: 1, Incarnation: 1, Counter: 1}, Lease: time.Hour})
 	if ev := m.Ready().Events; len(ev) != 1 || ev[0].Kind != Admitted {
 		tb.Fatalf("grant produced %+v, want one admission", ev)

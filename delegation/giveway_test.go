@@ -46,12 +46,7 @@ func TestGiveWayToASilentHome(t *testing.T) {
 			m := New(Config{Self: self, Inc: 1, MaxDrift: 0.01, MinUseful: time.Millisecond, RetryInterval: 50 * time.Millisecond, Lease: time.Second})
 			start := time.Unix(1000, 0)
 			m.OnEpoch(start, msg.Epoch{Number: 1, Members: []msg.Member{other}})
-			m.Lock(start, "k", 1, start.Add(time.Second), 0, tc.silent)
-			out := m.Ready()
-			if len(out.Msgs) != 1 {
-				t.Fatalf("Lock sent %d messages, want one Acquire", len(out.Msgs))
-			}
-			a := out.Msgs[0].Body.(msg.Acquire)
+			a := lockAsks(t, m, start, "k", tc.silent)
 			var (
 				failed []Event
 				at     []time.Duration

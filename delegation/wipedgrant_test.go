@@ -39,16 +39,7 @@ func TestGrantOnlyForThisStore(t *testing.T) {
 			for _, e := range tc.epochs {
 				m.OnEpoch(now, e)
 			}
-			m.Lock(now, "k", 1, now.Add(time.Second), 0, 0)
-			var a msg.Acquire
-			for _, env := range m.Ready().Msgs {
-				if b, ok := env.Body.(msg.Acquire); ok {
-					a = b
-				}
-			}
-			if a.Key != "k" {
-				t.Fatal("Lock sent no Acquire")
-			}
+			a := lockAsks(t, m, now, "k", 0)
 			home := msg.Envelope{From: n2, FromInc: 1}
 			m.Grant(now, home, msg.Grant{Key: "k", Req: a.Req, Attempt: a.Attempt, Token: fence.Token{Epoch: tc.grantEpoch, Incarnation: 1, Counter: 4}, Lease: time.Hour})
 			taken := false
