@@ -141,8 +141,8 @@ func (n *Node) Lock(ctx context.Context, key string, opts ...LockOption) (h Hand
 	if o.scope == ScopeNode {
 		return n.lockLocal(ctx, key, o, false)
 	}
-	// lock, with the repeat path's Handle written straight into this
-	// result: copied back through lock it cost a few ns.
+	// The repeat path writes its Handle straight into this result:
+	// returned by value through one more call it cost a few ns.
 	s, ok, err := n.lockRepeat(ctx, key, o.lease, &h)
 	if ok || err != nil {
 		return h, err
@@ -155,7 +155,7 @@ func (n *Node) Lock(ctx context.Context, key string, opts ...LockOption) (h Hand
 // otherwise asks the key's home and waits only for its answer (WithWait if
 // given, else 4 × Config.RetryInterval): a key held elsewhere comes back
 // as ErrTimeout.
-func (n *Node) TryLock(ctx context.Context, key string, opts ...LockOption) (Handle, error) {
+func (n *Node) TryLock(ctx context.Context, key string, opts ...LockOption) (h Handle, err error) {
 	o, err := n.options(opts)
 	if err != nil {
 		return Handle{}, err
@@ -169,15 +169,11 @@ func (n *Node) TryLock(ctx context.Context, key string, opts ...LockOption) (Han
 	if o.scope == ScopeNode {
 		return n.lockLocal(ctx, key, o, true)
 	}
-	return n.lock(ctx, key, o, true)
-}
-
-func (n *Node) lock(ctx context.Context, key string, o lockOptions, try bool) (h Handle, err error) {
 	s, ok, err := n.lockRepeat(ctx, key, o.lease, &h)
 	if ok || err != nil {
 		return h, err
 	}
-	return n.lockAsk(ctx, s, key, o, try)
+	return n.lockAsk(ctx, s, key, o, true)
 }
 
 // lockRepeat is the repeat path: a delegation held here, nobody admitted or

@@ -54,12 +54,15 @@ type Config struct {
 
 	// RelayAfter is how long a peer's sender may go without an open stream,
 	// or with one that TCP retransmits on while the peer acknowledges
-	// nothing (on Linux, read from TCP_INFO as the sender writes, at most
-	// every quarter of RelayAfter, within 50 to 250 ms; stall.go), before
-	// what is sent to that peer also goes through relays: up to two other
-	// peers, each with an open stream, whose own stream reaches the
-	// addressee, forward it (a partial partition, relay.go). For RelayAfter after a peer's envelope came through a
-	// relay, what is sent to that peer goes through relays too. Negative
+	// nothing (on Linux, read from TCP_INFO as the sender writes and while
+	// what it wrote is unacknowledged, at most every quarter of RelayAfter,
+	// within 50 to 250 ms; stall.go), before what is sent to that peer also
+	// goes through relays: up to two other peers, each with an open stream,
+	// whose own stream reaches the addressee, forward it (a partial
+	// partition, relay.go). A stalled sender relays what it wrote since the
+	// peer's last acknowledgement too. For RelayAfter after a peer's
+	// envelope came through a relay, what is sent to that peer goes through
+	// relays too. Negative
 	// turns relaying off; this node still forwards for others. A node
 	// passes a quarter of its MaxLease, at most a second: a held section's
 	// renewal has half a lease to go through relays and come back.
@@ -74,8 +77,9 @@ type Config struct {
 	Logger *slog.Logger
 
 	// readStall reads a peer connection's TCP state for the stall check
-	// (ackSilence when nil, where TCP_INFO can be read); tests set it to stall a loopback connection,
-	// which no test without root can make TCP do.
+	// (ackSilence when nil; nil off Linux turns the check off); tests set
+	// it to stall a loopback connection, which no test without root can
+	// make TCP do.
 	readStall func(*net.TCPConn) (st tcpState, ok bool)
 }
 

@@ -81,7 +81,7 @@ func NewGRPC(cfg Config, h Handler) (*GRPC, error) {
 		return nil, fmt.Errorf("%w: Handler is nil", ErrBadConfig)
 	}
 	cfg = cfg.withDefaults()
-	if cfg.readStall == nil && tcpInfoReadable {
+	if cfg.readStall == nil {
 		cfg.readStall = ackSilence
 	}
 	serverTLS, clientTLS := cfg.ServerTLS, cfg.ClientTLS

@@ -56,7 +56,7 @@ func (p *peer) dialer() func(context.Context, string) (net.Conn, error) {
 
 // checksStalls reports whether p's sender checks its connection for a
 // stall: relay senders, a transport that does not relay and one with no
-// TCP_INFO to read (off Linux) never do.
+// TCP_INFO to read (ackSilence is nil off Linux) never do.
 func (p *peer) checksStalls() bool {
 	return !p.relay && p.g.cfg.RelayAfter >= 0 && p.g.cfg.readStall != nil
 }

@@ -6,9 +6,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// tcpInfoReadable: ackSilence reads TCP_INFO here.
-const tcpInfoReadable = true
-
 // ackSilence reads tc's TCP_INFO (stallOf). ok is false when the reading
 // failed.
 func ackSilence(tc *net.TCPConn) (st tcpState, ok bool) {
